@@ -1,0 +1,11 @@
+# oomguard_add_gtest(NAME LABELS l1 [l2...] SOURCES s1 [s2...])
+# One gtest executable; its tests are discovered by ctest and carry the given labels.
+include(GoogleTest)
+function(oomguard_add_gtest name)
+  cmake_parse_arguments(arg "" "" "LABELS;SOURCES" ${ARGN})
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE oomguard_test_support GTest::gtest GTest::gtest_main)
+  oomguard_set_warnings(${name})
+  target_precompile_headers(${name} REUSE_FROM oomguard_pch)
+  gtest_discover_tests(${name} PROPERTIES LABELS "${arg_LABELS}" DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,26 @@
+#pragma once
+// Truncating collator: token lists -> fixed-shape [B, T] inputs and shifted labels.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace oomguard::data {
+
+constexpr int64_t kIgnoreIndex = -100;
+
+struct Batch {
+  at::Tensor input_ids;  // [B, T] int64, padded with kPadId
+  at::Tensor labels;     // [B, T] int64, input shifted by one; kIgnoreIndex on padding
+};
+
+struct CollatorOptions {
+  int64_t max_length = 128;  // T: every batch has exactly this many positions
+};
+
+// Encodes each sample, cuts it to max_length + 1 tokens (inputs and labels are the sequence
+// shifted by one, so T = max_length) and pads to T: one shape for every batch.
+Batch collate(const std::vector<const std::string*>& samples, const CollatorOptions& options);
+
+}  // namespace oomguard::data

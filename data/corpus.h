@@ -1,0 +1,22 @@
+#pragma once
+// Seeded synthetic corpus with a long-tail length distribution.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oomguard::data {
+
+struct CorpusConfig {
+  int64_t num_samples = 512;
+  int64_t max_length = 128;          // the collator's cut; lengths are drawn relative to it
+  double long_tail_fraction = 0.03;  // share of samples several times longer than max_length
+  double long_tail_factor = 6.0;     // long samples are up to this many times max_length
+  uint64_t seed = 0;
+};
+
+// Sentences from a small fixed grammar, so a byte-level model can learn them (the loss
+// falls within a few dozen steps). Most samples fall in [max_length/4, 0.9 max_length];
+// a `long_tail_fraction` share is 2x..long_tail_factor x max_length, like untruncated records.
+std::vector<std::string> make_synthetic_corpus(const CorpusConfig& config);
+
+}  // namespace oomguard::data

@@ -1,0 +1,44 @@
+#include "data/loader.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include <c10/util/Exception.h>
+
+namespace oomguard::data {
+
+Loader::Loader(
+    const std::vector<std::string>& samples,
+    int64_t batch_size,
+    uint64_t seed,
+    CollatorOptions collator)
+    : samples_(samples), batch_size_(batch_size), seed_(seed), collator_(collator) {
+  TORCH_CHECK(!samples_.empty(), "loader: no samples");
+  TORCH_CHECK(batch_size_ > 0, "loader: batch_size must be positive, got ", batch_size_);
+  reshuffle();
+}
+
+void Loader::reshuffle() {
+  order_.resize(samples_.size());
+  std::iota(order_.begin(), order_.end(), size_t{0});
+  std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + epoch_);
+  std::shuffle(order_.begin(), order_.end(), rng);
+  cursor_ = 0;
+  ++epoch_;
+}
+
+Batch Loader::next() {
+  last_.clear();
+  std::vector<const std::string*> batch;
+  while (static_cast<int64_t>(batch.size()) < batch_size_) {
+    if (cursor_ == order_.size()) {
+      reshuffle();
+    }
+    last_.push_back(order_[cursor_]);
+    batch.push_back(&samples_[order_[cursor_++]]);
+  }
+  return collate(batch, collator_);
+}
+
+}  // namespace oomguard::data

@@ -1,0 +1,45 @@
+#include "harness/memory/cards.h"
+
+#include <stdexcept>
+
+namespace oomguard::memory {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t GiB(double g) {
+  return static_cast<int64_t>(g * 1024.0) * kMiB;
+}
+// What a CUDA 12 context with cuBLAS and cuDNN handles typically holds outside the caching
+// allocator; stated, not measured per card.
+constexpr int64_t kContextReserve = 512 * kMiB;
+
+}  // namespace
+
+const std::vector<CardProfile>& card_profiles() {
+  static const std::vector<CardProfile> profiles = {
+      {"t4",
+       GiB(14.75),
+       kContextReserve,
+       "Colab/Kaggle T4s report 14.75 GiB; some images report 15.75 GiB: use --capacity"},
+      {"a100-40", GiB(39.50), kContextReserve, "as its OOM message prints it"},
+      {"a100-80", GiB(79.25), kContextReserve, "as its OOM message prints it"},
+      {"h200",
+       143771 * kMiB,
+       kContextReserve,
+       "nvidia-smi's 143771 MiB; not yet measured through PyTorch"},
+  };
+  return profiles;
+}
+
+const CardProfile& find_card(const std::string& name) {
+  std::string known;
+  for (const auto& card : card_profiles()) {
+    if (card.name == name) {
+      return card;
+    }
+    known += (known.empty() ? "" : ", ") + card.name;
+  }
+  throw std::invalid_argument("unknown card \"" + name + "\"; known cards: " + known);
+}
+
+}  // namespace oomguard::memory

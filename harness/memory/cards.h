@@ -1,0 +1,22 @@
+#pragma once
+// Card profiles: total capacity as PyTorch reports it, minus a CUDA-context reserve.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oomguard::memory {
+
+struct CardProfile {
+  std::string name;
+  int64_t total_bytes;    // as torch.cuda.get_device_properties / OOM messages print it
+  int64_t context_bytes;  // left to the CUDA context (kernels, cuBLAS/cuDNN handles)
+  std::string note;
+
+  int64_t capacity_bytes() const { return total_bytes - context_bytes; }
+};
+
+const std::vector<CardProfile>& card_profiles();
+// The profile named `name`; throws std::invalid_argument listing the known names.
+const CardProfile& find_card(const std::string& name);
+
+}  // namespace oomguard::memory

@@ -1,0 +1,109 @@
+#include "harness/memory/tracking_allocator.h"
+
+#include <cstring>
+#include <string>
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+
+#include "harness/memory/sizes.h"
+
+namespace oomguard::memory {
+namespace {
+
+// Each block carries its size in a header, so a free needs no lookup table. The header is
+// one full alignment unit, so the data pointer keeps c10's 64-byte alignment.
+constexpr size_t kHeader = 64;
+
+void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+TrackingAllocator& TrackingAllocator::instance() {
+  static TrackingAllocator* tracker = [] {
+    auto* t = new TrackingAllocator();  // never destroyed: frees may come at exit
+    c10::SetCPUAllocator(t, /*priority=*/100);
+    return t;
+  }();
+  return *tracker;
+}
+
+c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
+  const auto n = static_cast<int64_t>(nbytes);
+  const int64_t now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
+  const int64_t cap = capacity_.load(std::memory_order_relaxed);
+  if (cap > 0 && now > cap) {
+    allocated_.fetch_sub(n, std::memory_order_relaxed);
+    throw_oom(n, now - n);
+  }
+  void* base = nullptr;
+  try {
+    base = c10::alloc_cpu(nbytes + kHeader);
+  } catch (...) {
+    allocated_.fetch_sub(n, std::memory_order_relaxed);
+    throw;
+  }
+  raise_peak(peak_, now);
+  num_allocs_.fetch_add(1, std::memory_order_relaxed);
+  std::memcpy(base, &n, sizeof(n));
+  void* data = static_cast<char*>(base) + kHeader;
+  // The context equals the data pointer: oneDNN's raw_allocate relies on it.
+  return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+}
+
+void TrackingAllocator::release(void* ptr) {
+  if (ptr == nullptr) {
+    return;
+  }
+  void* base = static_cast<char*>(ptr) - kHeader;
+  int64_t n = 0;
+  std::memcpy(&n, base, sizeof(n));
+  instance().allocated_.fetch_sub(n, std::memory_order_relaxed);
+  c10::free_cpu(base);
+}
+
+void TrackingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  default_copy_data(dest, src, count);
+}
+
+MemoryStats TrackingAllocator::stats() const {
+  MemoryStats s;
+  s.allocated_bytes = allocated_.load();
+  s.peak_allocated_bytes = peak_.load();
+  s.num_ooms = num_ooms_.load();
+  return s;
+}
+
+void TrackingAllocator::reset_peak() {
+  peak_.store(allocated_.load());
+}
+
+void TrackingAllocator::throw_oom(int64_t requested, int64_t allocated) {
+  num_ooms_.fetch_add(1);
+  const int64_t cap = capacity_.load();
+  const auto mib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  // Same shape as the CUDA caching allocator's message, so one handler serves both.
+  TORCH_CHECK_WITH(
+      OutOfMemoryError,
+      false,
+      "CPU out of memory (emulated card). Tried to allocate ",
+      mib(requested),
+      ". Emulated card has a total capacity of ",
+      format_size(cap),
+      " of which ",
+      mib(cap - allocated),
+      " is free. Of the allocated memory ",
+      mib(allocated),
+      " is allocated by PyTorch.");
+}
+
+}  // namespace oomguard::memory

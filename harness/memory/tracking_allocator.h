@@ -1,0 +1,44 @@
+#pragma once
+// CPU meter: a counting c10::Allocator installed as the process's CPU allocator.
+#include <atomic>
+#include <cstdint>
+
+#include <c10/core/Allocator.h>
+
+#include "harness/memory/meter.h"
+
+namespace oomguard::memory {
+
+class TrackingAllocator final : public c10::Allocator, public Meter {
+ public:
+  // The process-wide instance, installed with c10::SetCPUAllocator on first use. It lives
+  // for the whole process: tensors it handed out may be freed at any time.
+  static TrackingAllocator& instance();
+
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  std::string name() const override { return "cpu"; }
+  MemoryStats stats() const override;
+  void reset_peak() override;
+
+  // Emulated card: an allocation taking allocated above `bytes` throws
+  // c10::OutOfMemoryError in PyTorch's format. 0 turns it off.
+  void set_capacity(int64_t bytes) { capacity_.store(bytes); }
+  int64_t capacity() const { return capacity_.load(); }
+  int64_t num_allocations() const { return num_allocs_.load(); }
+
+ private:
+  TrackingAllocator() = default;
+  static void release(void* ptr);
+  [[noreturn]] void throw_oom(int64_t requested, int64_t allocated);
+
+  std::atomic<int64_t> allocated_{0};
+  std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> capacity_{0};
+  std::atomic<int64_t> num_allocs_{0};
+  std::atomic<int64_t> num_ooms_{0};
+};
+
+}  // namespace oomguard::memory

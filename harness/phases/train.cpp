@@ -1,0 +1,35 @@
+#include <ATen/ops/cross_entropy_loss.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include "harness/phases/phases.h"
+
+namespace oomguard::phases {
+
+TrainResult train(
+    models::TinyGPT& model,
+    torch::optim::AdamW& optimizer,
+    data::Loader& loader,
+    const TrainConfig& config) {
+  model->train();
+  TrainResult result;
+  result.losses.reserve(static_cast<size_t>(config.steps));
+  for (int64_t step = 0; step < config.steps; ++step) {
+    const data::Batch batch = loader.next();
+    const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]
+    at::Tensor loss = at::cross_entropy_loss(
+        logits.flatten(0, 1),
+        batch.labels.flatten(),
+        /*weight=*/{},
+        at::Reduction::Mean,
+        /*ignore_index=*/data::kIgnoreIndex);
+    optimizer.zero_grad(/*set_to_none=*/true);
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(model->parameters(), config.grad_clip);
+    optimizer.step();
+    result.losses.push_back(loss.item<double>());
+  }
+  optimizer.zero_grad(/*set_to_none=*/true);
+  return result;
+}
+
+}  // namespace oomguard::phases

@@ -1,0 +1,184 @@
+#include "harness/run/config.h"
+
+#include "harness/memory/sizes.h"
+
+namespace oomguard::run {
+namespace {
+
+// Budgets: the peaks measured on the default run (train 78.21MiB, evaluate 17.47MiB, generate
+// 13.27MiB; 2-core x86-64, LibTorch 2.15, fp32, peaks include the model and optimizer) plus
+// 25% headroom, rounded up to whole MiB. Measured peaks are in README.md.
+constexpr const char* kDefault = R"({
+  "model": {"d_model": 128, "layers": 4, "heads": 4, "mlp_ratio": 4, "dropout": 0.1,
+            "max_seq_len": 1024},
+  "data": {"file": "", "samples": 512, "max_length": 128, "batch_size": 8,
+           "long_tail_fraction": 0.03, "long_tail_factor": 6.0},
+  "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0},
+  "evaluate": {"batches": 8},
+  "generate": {"prompts": 4, "prompt_length": 32, "max_new_tokens": 64, "greedy": true,
+               "temperature": 1.0},
+  "budget": {"train": "98MiB", "evaluate": "22MiB", "generate": "17MiB"},
+  "run": {"threads": 0}
+})";
+
+std::string type_name(const nlohmann::json& j) {
+  if (j.is_number_integer())
+    return "integer";
+  if (j.is_number())
+    return "number";
+  return j.type_name();
+}
+
+void overlay(nlohmann::json& base, const nlohmann::json& over, const std::string& prefix) {
+  if (!over.is_object()) {
+    throw ConfigError(
+        "config" + (prefix.empty() ? "" : " key " + prefix) + ": expected an object, got " +
+        type_name(over));
+  }
+  for (const auto& [key, value] : over.items()) {
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (!base.contains(key)) {
+      std::string allowed;
+      for (const auto& [k, v] : base.items())
+        allowed += (allowed.empty() ? "" : ", ") + k;
+      throw ConfigError("config key " + path + ": unknown; allowed here: " + allowed);
+    }
+    nlohmann::json& slot = base[key];
+    if (slot.is_object()) {
+      overlay(slot, value, path);
+      continue;
+    }
+    const bool ok = (slot.is_number_integer() && value.is_number_integer()) ||
+                    (slot.is_number_float() && value.is_number()) || (slot.type() == value.type());
+    if (!ok) {
+      throw ConfigError(
+          "config key " + path + ": expected " + type_name(slot) + ", got " + type_name(value) +
+          " " + value.dump());
+    }
+    slot = value;
+  }
+}
+
+class Reader {
+ public:
+  explicit Reader(const nlohmann::json& doc) : doc_(doc) {}
+  int64_t integer(const char* section, const char* key, int64_t lo, int64_t hi) const {
+    const int64_t v = at(section, key).get<int64_t>();
+    if (v < lo || v > hi) {
+      range_error(section, key, std::to_string(v), std::to_string(lo), std::to_string(hi));
+    }
+    return v;
+  }
+  double number(const char* section, const char* key, double lo, double hi) const {
+    const double v = at(section, key).get<double>();
+    if (!(v >= lo && v <= hi)) {
+      range_error(section, key, std::to_string(v), std::to_string(lo), std::to_string(hi));
+    }
+    return v;
+  }
+  int64_t size(const char* section, const char* key) const {
+    try {
+      const int64_t v = memory::parse_size(at(section, key).get<std::string>());
+      if (v <= 0)
+        throw std::invalid_argument("must be positive");
+      return v;
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(std::string("config key ") + section + "." + key + ": " + e.what());
+    }
+  }
+  const nlohmann::json& at(const char* section, const char* key) const {
+    return doc_.at(section).at(key);
+  }
+
+ private:
+  [[noreturn]] static void range_error(
+      const char* section,
+      const char* key,
+      const std::string& v,
+      const std::string& lo,
+      const std::string& hi) {
+    throw ConfigError(
+        std::string("config key ") + section + "." + key + ": " + v + " is out of range; allowed " +
+        lo + " .. " + hi);
+  }
+  const nlohmann::json& doc_;
+};
+
+}  // namespace
+
+const nlohmann::json& default_config() {
+  static const nlohmann::json doc = nlohmann::json::parse(kDefault);
+  return doc;
+}
+
+void apply_set(nlohmann::json& doc, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set " + assignment + ": expected key.path=value");
+  }
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    value = text;
+  }
+  nlohmann::json* node = &doc;
+  size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (key.empty()) {
+      throw ConfigError("--set " + assignment + ": empty key in " + path);
+    }
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    node = &(*node)[key];
+    start = dot + 1;
+  }
+}
+
+RunConfig load_config(const nlohmann::json& overrides) {
+  nlohmann::json doc = default_config();
+  overlay(doc, overrides, "");
+  const Reader r(doc);
+  RunConfig c;
+  c.model.d_model = r.integer("model", "d_model", 8, 8192);
+  c.model.layers = r.integer("model", "layers", 1, 256);
+  c.model.heads = r.integer("model", "heads", 1, 256);
+  c.model.mlp_ratio = r.integer("model", "mlp_ratio", 1, 16);
+  c.model.dropout = r.number("model", "dropout", 0.0, 0.9);
+  c.model.max_seq_len = r.integer("model", "max_seq_len", 2, 65536);
+  if (c.model.d_model % c.model.heads != 0) {
+    throw ConfigError(
+        "config key model.heads: " + std::to_string(c.model.heads) +
+        " does not divide model.d_model " + std::to_string(c.model.d_model));
+  }
+  c.data_file = r.at("data", "file").get<std::string>();
+  c.corpus.num_samples = r.integer("data", "samples", 1, 10'000'000);
+  c.max_length = r.integer("data", "max_length", 2, c.model.max_seq_len);
+  c.corpus.max_length = c.max_length;
+  c.batch_size = r.integer("data", "batch_size", 1, 4096);
+  c.corpus.long_tail_fraction = r.number("data", "long_tail_fraction", 0.0, 1.0);
+  c.corpus.long_tail_factor = r.number("data", "long_tail_factor", 2.0, 64.0);
+  c.train.steps = r.integer("train", "steps", 0, 1'000'000);
+  c.train.lr = r.number("train", "lr", 1e-8, 10.0);
+  c.train.weight_decay = r.number("train", "weight_decay", 0.0, 10.0);
+  c.train.grad_clip = r.number("train", "grad_clip", 1e-6, 1e6);
+  c.evaluate.batches = r.integer("evaluate", "batches", 0, 1'000'000);
+  c.generate.prompts = r.integer("generate", "prompts", 1, 4096);
+  c.generate.prompt_length = r.integer("generate", "prompt_length", 1, c.model.max_seq_len - 1);
+  c.generate.max_new_tokens =
+      r.integer("generate", "max_new_tokens", 1, c.model.max_seq_len - c.generate.prompt_length);
+  c.generate.greedy = r.at("generate", "greedy").get<bool>();
+  c.generate.temperature = r.number("generate", "temperature", 1e-3, 100.0);
+  c.budgets.train = r.size("budget", "train");
+  c.budgets.evaluate = r.size("budget", "evaluate");
+  c.budgets.generate = r.size("budget", "generate");
+  c.threads = r.integer("run", "threads", 0, 1024);
+  c.resolved = doc;
+  return c;
+}
+
+}  // namespace oomguard::run

@@ -1,0 +1,46 @@
+#pragma once
+// Run configuration: one JSON document (the embedded default) lists every key; a user
+// config or --set overrides keys of it. Validation is strict: an unknown key, a wrong type
+// or an out-of-range value throws ConfigError naming the key and what is allowed.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus.h"
+#include "harness/phases/phases.h"
+#include "models/tiny_gpt.h"
+
+namespace oomguard::run {
+
+struct ConfigError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Budgets {
+  int64_t train = 0, evaluate = 0, generate = 0;  // peak allocated bytes allowed per phase
+};
+
+struct RunConfig {
+  models::TinyGPTConfig model;
+  data::CorpusConfig corpus;
+  std::string data_file;  // empty: the synthetic corpus
+  int64_t batch_size = 8;
+  int64_t max_length = 128;
+  phases::TrainConfig train;
+  phases::EvaluateConfig evaluate;
+  phases::GenerateConfig generate;
+  Budgets budgets;
+  int64_t threads = 0;      // 0: one per core
+  nlohmann::json resolved;  // the validated document, for the report
+};
+
+// The embedded default document.
+const nlohmann::json& default_config();
+// Overlays `overrides` on the default, validates and builds the config.
+RunConfig load_config(const nlohmann::json& overrides);
+// Applies "a.b.c=value" to `doc`; value is parsed as JSON, else taken as a string.
+void apply_set(nlohmann::json& doc, const std::string& assignment);
+
+}  // namespace oomguard::run

@@ -1,0 +1,205 @@
+#include "harness/run/smoke_run.h"
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include "data/text_source.h"
+#include "data/tokenizer.h"
+#include "harness/memory/tracking_allocator.h"
+
+namespace oomguard::run {
+namespace {
+
+int64_t requested_from_message(const std::string& message) {
+  static const std::regex kTried(R"(Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB))");
+  std::smatch m;
+  if (!std::regex_search(message, m, kTried))
+    return -1;
+  double scale = 1.0;
+  for (const char* unit : {"KiB", "MiB", "GiB"}) {
+    scale *= 1024.0;
+    if (m[2] == unit)
+      return static_cast<int64_t>(std::stod(m[1]) * scale);
+  }
+  return static_cast<int64_t>(std::stod(m[1]));
+}
+
+// Runs `body` as phase `name` inside a PhaseScope; returns false on OOM (recorded in report).
+template <typename Body>
+bool run_phase(
+    const char* name,
+    int64_t budget,
+    memory::Meter& meter,
+    RunReport& report,
+    const RunOptions& options,
+    Body&& body) {
+  PhaseReport& phase = report.phases.emplace_back();
+  phase.memory.name = name;
+  phase.budget_bytes = budget;
+  bool oom = false;
+  {
+    memory::PhaseScope scope(meter, phase.memory);
+    try {
+      body(phase);
+    } catch (const c10::OutOfMemoryError& e) {
+      oom = true;
+      report.oom = OomReport{name, -1, e.what_without_backtrace()};
+      report.oom->requested_bytes = requested_from_message(report.oom->message);
+    }
+  }
+  if (oom) {
+    phase.status = "oom";
+    report.outcome = "oom";
+  } else if (phase.memory.peak_allocated_bytes > budget) {
+    phase.status = "budget_exceeded";
+    report.outcome = "budget_exceeded";
+  } else {
+    phase.status = "pass";
+  }
+  if (options.on_phase)
+    options.on_phase(phase);
+  return !oom;
+}
+
+}  // namespace
+
+// Setup and the three phases; an OOM outside every phase propagates.
+void run_phases(
+    const RunConfig& config, memory::Meter& meter, const RunOptions& options, RunReport& report);
+
+RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOptions& options) {
+  RunReport report;
+  report.seed = options.seed;
+  report.capacity_bytes = options.capacity_bytes;
+  report.config = config.resolved;
+  try {
+    run_phases(config, meter, options, report);
+  } catch (const c10::OutOfMemoryError& e) {
+    // Outside every phase: the model or the data did not fit at all.
+    report.outcome = "oom";
+    report.oom = OomReport{"setup", -1, e.what_without_backtrace()};
+    report.oom->requested_bytes = requested_from_message(report.oom->message);
+  }
+  return report;
+}
+
+void run_phases(
+    const RunConfig& config, memory::Meter& meter, const RunOptions& options, RunReport& report) {
+  at::manual_seed(options.seed);
+
+  data::CorpusConfig corpus = config.corpus;
+  corpus.seed = options.seed;
+  const std::vector<std::string> samples = config.data_file.empty()
+                                               ? data::make_synthetic_corpus(corpus)
+                                               : data::read_samples(config.data_file);
+  const data::CollatorOptions collator{config.max_length};
+  data::Loader train_loader(samples, config.batch_size, options.seed, collator);
+  data::Loader eval_loader(samples, config.batch_size, options.seed + 1, collator);
+
+  models::TinyGPTConfig model_config = config.model;
+  model_config.vocab_size = data::kVocabSize;
+  models::TinyGPT model(model_config);
+  torch::optim::AdamW optimizer(
+      model->parameters(),
+      torch::optim::AdamWOptions(config.train.lr).weight_decay(config.train.weight_decay));
+
+  const bool ok =
+      run_phase(
+          "train",
+          config.budgets.train,
+          meter,
+          report,
+          options,
+          [&](PhaseReport& p) {
+            auto r = phases::train(model, optimizer, train_loader, config.train);
+            p.steps = static_cast<int64_t>(r.losses.size());
+            p.results["losses"] = r.losses;
+          }) &&
+      run_phase(
+          "evaluate",
+          config.budgets.evaluate,
+          meter,
+          report,
+          options,
+          [&](PhaseReport& p) {
+            auto r = phases::evaluate(model, eval_loader, config.evaluate);
+            p.steps = r.steps;
+            p.results["loss"] = r.loss;
+          }) &&
+      run_phase("generate", config.budgets.generate, meter, report, options, [&](PhaseReport& p) {
+        phases::GenerateConfig g = config.generate;
+        g.seed = options.seed;
+        auto r = phases::generate(model, samples, g);
+        p.steps = r.steps;
+        p.results["tokens_generated"] = r.tokens_generated;
+        p.results["max_sequence_length"] = r.max_sequence_length;
+        p.results["sample_tokens"] = r.sample_tokens;
+      });
+  (void)ok;
+}
+
+nlohmann::json to_json(const RunReport& report) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& p : report.phases) {
+    nlohmann::json j = {
+        {"name", p.memory.name},
+        {"status", p.status},
+        {"start_allocated_bytes", p.memory.start_allocated_bytes},
+        {"peak_allocated_bytes", p.memory.peak_allocated_bytes},
+        {"end_allocated_bytes", p.memory.end_allocated_bytes},
+        {"budget_bytes", p.budget_bytes},
+        {"peak_reserved_bytes",
+         p.memory.peak_reserved_bytes < 0 ? nlohmann::json(nullptr)
+                                          : nlohmann::json(p.memory.peak_reserved_bytes)},
+        {"steps", p.steps},
+        {"wall_seconds", p.memory.wall_seconds},
+    };
+    j.update(p.results);
+    phases.push_back(std::move(j));
+  }
+  // grad_checkpoint is not built yet; empty_cache has no effect on CPU.
+  const nlohmann::json guards = {
+      {"no_grad_eval", true},
+      {"truncate", true},
+      {"max_new_tokens", true},
+      {"kv_cap", true},
+      {"grad_checkpoint", false},
+      {"empty_cache", false}};
+  nlohmann::json oom = nullptr;
+  if (report.oom) {
+    oom = {
+        {"phase", report.oom->phase},
+        {"requested_bytes", report.oom->requested_bytes},
+        {"message", report.oom->message}};
+  }
+  return {
+      {"schema", "oomguard.report/1"},
+      {"outcome", report.outcome},
+      {"seed", report.seed},
+      {"device", report.device},
+      {"torch_version", TORCH_VERSION},
+      {"capacity_bytes", report.capacity_bytes},
+      {"guards", guards},
+      {"config", report.config},
+      {"phases", phases},
+      {"oom", oom}};
+}
+
+void write_report(const RunReport& report, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    TORCH_CHECK(out.good(), "report ", path, ": cannot write ", tmp);
+    out << to_json(report).dump(2) << "\n";
+    TORCH_CHECK(out.good(), "report ", path, ": write failed");
+  }
+  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "report ", path, ": rename failed");
+}
+
+}  // namespace oomguard::run

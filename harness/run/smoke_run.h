@@ -1,0 +1,54 @@
+#pragma once
+// smoke_run: config -> model + data -> train -> evaluate -> generate -> RunReport.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/memory/meter.h"
+#include "harness/memory/phase_scope.h"
+#include "harness/run/config.h"
+
+namespace oomguard::run {
+
+struct PhaseReport {
+  memory::PhaseMemory memory;
+  std::string status = "not_run";  // pass, budget_exceeded, oom, not_run
+  int64_t budget_bytes = 0;
+  int64_t steps = 0;
+  nlohmann::json results = nlohmann::json::object();  // the phase's own figures
+};
+
+struct OomReport {
+  std::string phase;
+  int64_t requested_bytes = -1;  // -1: not known from the message
+  std::string message;
+};
+
+struct RunReport {
+  std::string outcome = "pass";  // pass, budget_exceeded, oom
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  int64_t capacity_bytes = 0;
+  std::vector<PhaseReport> phases;
+  std::optional<OomReport> oom;
+  nlohmann::json config;
+};
+
+struct RunOptions {
+  uint64_t seed = 0;
+  int64_t capacity_bytes = 0;  // emulated card; 0: none
+  // Called after each phase ends, with its report (logging, test assertions).
+  std::function<void(const PhaseReport&)> on_phase;
+};
+
+RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOptions& options);
+
+nlohmann::json to_json(const RunReport& report);
+// Writes atomically: a temporary file beside `path`, then a rename.
+void write_report(const RunReport& report, const std::string& path);
+
+}  // namespace oomguard::run

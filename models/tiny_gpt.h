@@ -1,0 +1,81 @@
+#pragma once
+// TinyGPT: a decoder-only transformer (pre-norm blocks, tied LM head).
+// Shapes: B batch, T time, C d_model, H heads, Dh = C / H, V vocab.
+#include <cstdint>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include "models/kv_cache.h"
+
+namespace oomguard::models {
+
+struct TinyGPTConfig {
+  int64_t vocab_size = 258;
+  int64_t max_seq_len = 512;  // position-embedding rows: the longest context the model takes
+  int64_t d_model = 128;
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t mlp_ratio = 4;
+  double dropout = 0.1;
+};
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const TinyGPTConfig& config);
+  // x [B, T, C] -> [B, T, C]. With a cache, attends to the cached positions too.
+  torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
+
+ private:
+  int64_t heads_;
+  double dropout_;
+  torch::nn::Linear qkv_{nullptr};
+  torch::nn::Linear proj_{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const TinyGPTConfig& config);
+  torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
+
+ private:
+  torch::nn::LayerNorm norm1_{nullptr};
+  torch::nn::LayerNorm norm2_{nullptr};
+  CausalSelfAttention attn_{nullptr};
+  torch::nn::Linear fc_{nullptr};
+  torch::nn::Linear out_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(Block);
+
+class TinyGPTImpl : public torch::nn::Module {
+ public:
+  explicit TinyGPTImpl(const TinyGPTConfig& config);
+  // ids [B, T] -> logits [B, T, V].
+  torch::Tensor forward(const torch::Tensor& ids);
+  // Decode path: ids [B, t] are the next t positions after cache.length(); logits [B, t, V].
+  torch::Tensor forward(const torch::Tensor& ids, KVCache& cache);
+  // A cache of `capacity` positions for a batch of `batch`, shaped for this model.
+  KVCache make_cache(int64_t batch, int64_t capacity) const;
+
+  const TinyGPTConfig& config() const { return config_; }
+
+ private:
+  torch::Tensor run(const torch::Tensor& ids, KVCache* cache);
+
+  TinyGPTConfig config_;
+  torch::nn::Embedding tok_{nullptr};
+  torch::nn::Embedding pos_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+  torch::nn::LayerNorm norm_{nullptr};
+};
+TORCH_MODULE(TinyGPT);
+
+}  // namespace oomguard::models

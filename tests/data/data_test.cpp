@@ -1,0 +1,93 @@
+// data/: tokenizer, corpus, collator, loader, text source.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "data/collator.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "data/text_source.h"
+#include "data/tokenizer.h"
+
+namespace oomguard::data {
+namespace {
+
+TEST(Tokenizer, RoundTripsBytesAndEndsWithEos) {
+  const std::string text = "h\xc3\xa9llo\n";
+  const auto ids = encode(text);
+  ASSERT_EQ(ids.size(), text.size() + 1);
+  EXPECT_EQ(ids.back(), kEosId);
+  EXPECT_EQ(ids[1], 0xc3);
+  EXPECT_EQ(decode(ids), text);
+}
+
+TEST(Corpus, IsSeededAndHasALongTail) {
+  CorpusConfig c;
+  c.num_samples = 2000;
+  c.seed = 7;
+  const auto a = make_synthetic_corpus(c);
+  EXPECT_EQ(a, make_synthetic_corpus(c));
+  c.seed = 8;
+  EXPECT_NE(a, make_synthetic_corpus(c));
+  const auto longer = std::count_if(a.begin(), a.end(), [&](const std::string& s) {
+    return static_cast<int64_t>(s.size()) > c.max_length;
+  });
+  // 3% expected; a binomial over 2000 stays well inside [1%, 6%].
+  EXPECT_GT(longer, 20);
+  EXPECT_LT(longer, 120);
+  for (const auto& s : a) {
+    EXPECT_LE(static_cast<double>(s.size()), c.long_tail_factor * c.max_length);
+  }
+}
+
+TEST(Collator, CutsToMaxLengthAndPadsToOneShape) {
+  const std::string short_text = "abc", long_text(500, 'x');
+  const Batch b = collate({&short_text, &long_text}, {/*max_length=*/16});
+  ASSERT_EQ(b.input_ids.sizes(), (c10::IntArrayRef{2, 16}));
+  ASSERT_EQ(b.labels.sizes(), (c10::IntArrayRef{2, 16}));
+  const auto* in = b.input_ids.data_ptr<int64_t>();
+  const auto* lab = b.labels.data_ptr<int64_t>();
+  // "abc" + EOS: inputs a b c, labels b c EOS, then padding / ignore.
+  EXPECT_EQ(in[0], 'a');
+  EXPECT_EQ(lab[0], 'b');
+  EXPECT_EQ(lab[2], kEosId);
+  EXPECT_EQ(in[3], kPadId);
+  EXPECT_EQ(lab[3], kIgnoreIndex);
+  EXPECT_EQ(in[16 + 15], 'x');
+  EXPECT_EQ(lab[16 + 15], 'x');
+}
+
+TEST(Loader, OrderDependsOnSeedAndCoversEveryEpoch) {
+  std::vector<std::string> samples;
+  for (int i = 0; i < 16; ++i)
+    samples.push_back("sample " + std::to_string(i));
+  Loader a(samples, 4, 1, {8}), b(samples, 4, 1, {8}), c(samples, 4, 2, {8});
+  std::vector<size_t> seen_a, seen_c;
+  for (int i = 0; i < 4; ++i) {
+    a.next();
+    b.next();
+    c.next();
+    EXPECT_EQ(a.last_indices(), b.last_indices());
+    seen_a.insert(seen_a.end(), a.last_indices().begin(), a.last_indices().end());
+    seen_c.insert(seen_c.end(), c.last_indices().begin(), c.last_indices().end());
+  }
+  EXPECT_NE(seen_a, seen_c);
+  std::sort(seen_a.begin(), seen_a.end());
+  for (size_t i = 0; i < 16; ++i)
+    EXPECT_EQ(seen_a[i], i);
+}
+
+TEST(TextSource, ReadsJsonlAndRejectsBadFiles) {
+  const std::string path = ::testing::TempDir() + "/samples.jsonl";
+  std::ofstream(path) << "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n";
+  EXPECT_EQ(read_samples(path), (std::vector<std::string>{"one", "two"}));
+  std::ofstream(path) << "{\"body\": \"one\"}\n";
+  EXPECT_THROW(read_samples(path), std::invalid_argument);
+  EXPECT_THROW(read_samples(::testing::TempDir() + "/missing.txt"), std::invalid_argument);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace oomguard::data

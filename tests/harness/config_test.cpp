@@ -1,0 +1,51 @@
+// harness/run/config: strict validation, table-driven.
+#include <gtest/gtest.h>
+
+#include "harness/run/config.h"
+
+namespace oomguard::run {
+namespace {
+
+struct BadCase {
+  const char* name;
+  const char* json;
+  const char* message_part;  // the error must name this
+};
+
+TEST(Config, DefaultLoadsAndSetsOverride) {
+  const RunConfig c = load_config(nlohmann::json::object());
+  EXPECT_GT(c.budgets.train, 0);
+  nlohmann::json doc = nlohmann::json::object();
+  apply_set(doc, "train.steps=7");
+  apply_set(doc, "budget.train=1GiB");
+  const RunConfig d = load_config(doc);
+  EXPECT_EQ(d.train.steps, 7);
+  EXPECT_EQ(d.budgets.train, 1ll << 30);
+}
+
+TEST(Config, RejectsBadInputNamingTheKey) {
+  const BadCase cases[] = {
+      {"unknown key", R"({"model": {"width": 3}})", "model.width"},
+      {"unknown section", R"({"optim": {}})", "optim"},
+      {"wrong type", R"({"train": {"steps": "ten"}})", "train.steps"},
+      {"float for integer", R"({"train": {"steps": 1.5}})", "train.steps"},
+      {"zero size", R"({"model": {"d_model": 0}})", "model.d_model"},
+      {"negative", R"({"data": {"batch_size": -1}})", "data.batch_size"},
+      {"absurd", R"({"model": {"layers": 100000}})", "model.layers"},
+      {"heads not dividing", R"({"model": {"d_model": 30, "heads": 4}})", "model.heads"},
+      {"max_length below 2", R"({"data": {"max_length": 1}})", "data.max_length"},
+      {"bad budget", R"({"budget": {"train": "lots"}})", "budget.train"},
+  };
+  for (const auto& c : cases) {
+    try {
+      load_config(nlohmann::json::parse(c.json));
+      ADD_FAILURE() << c.name << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message_part), std::string::npos)
+          << c.name << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace oomguard::run

@@ -1,0 +1,114 @@
+// harness/memory/: sizes, cards, the tracking allocator, PhaseScope.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include <ATen/ops/empty.h>
+
+#include "harness/memory/cards.h"
+#include "harness/memory/phase_scope.h"
+#include "harness/memory/sizes.h"
+#include "tests/support/fixtures.h"
+
+namespace oomguard::memory {
+namespace {
+
+struct SizeCase {
+  const char* text;
+  int64_t bytes;
+};
+
+TEST(Sizes, ParsesEveryUnit) {
+  const SizeCase cases[] = {
+      {"4096", 4096},
+      {"512MiB", 512ll << 20},
+      {"15.75GiB", 16911433728},
+      {"1.5GB", 1500000000},
+      {"1KiB", 1024},
+      {"2KB", 2000},
+      {"7B", 7}};
+  for (const auto& c : cases)
+    EXPECT_EQ(parse_size(c.text), c.bytes) << c.text;
+}
+
+TEST(Sizes, RejectsAnythingElse) {
+  for (const char* bad :
+       {"", "MiB", "1.5", "12XB", "-1MiB", "1.MiB", "1 MiB", "1mib", "99999999999999999GiB"}) {
+    EXPECT_THROW(parse_size(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(Sizes, FormatsCompactlyAndRoundTrips) {
+  EXPECT_EQ(format_size(512ll << 20), "512MiB");
+  EXPECT_EQ(format_size(16911433728), "15.75GiB");
+  EXPECT_EQ(format_size(100), "100B");
+  EXPECT_EQ(parse_size(format_size(3ll << 30)), 3ll << 30);
+}
+
+TEST(Cards, KnowTheirCapacities) {
+  EXPECT_EQ(find_card("t4").total_bytes, static_cast<int64_t>(14.75 * (1ll << 30)));
+  EXPECT_LT(find_card("t4").capacity_bytes(), find_card("t4").total_bytes);
+  EXPECT_THROW(find_card("v100"), std::invalid_argument);
+}
+
+using TrackingAllocatorTest = testing::TrackedFixture;
+
+TEST_F(TrackingAllocatorTest, CountsKnownAllocationsExactly) {
+  const int64_t before = meter().stats().allocated_bytes;
+  meter().reset_peak();
+  {
+    auto a = at::empty({1000}, at::kFloat);  // 4000 bytes
+    auto b = at::empty({10}, at::kDouble);   // 80 bytes
+    EXPECT_EQ(meter().stats().allocated_bytes - before, 4080);
+  }
+  EXPECT_EQ(meter().stats().allocated_bytes, before);
+  EXPECT_EQ(meter().stats().peak_allocated_bytes - before, 4080);
+}
+
+TEST_F(TrackingAllocatorTest, CountsExactlyFromSeveralThreads) {
+  const int64_t before = meter().stats().allocated_bytes;
+  meter().reset_peak();
+  constexpr int kThreads = 4, kTensorsPerThread = 50;
+  std::vector<std::vector<at::Tensor>> held(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&held, t] {
+      for (int i = 0; i < kTensorsPerThread; ++i)
+        held[t].push_back(at::empty({256}, at::kByte));
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(meter().stats().allocated_bytes - before, kThreads * kTensorsPerThread * 256);
+  held.clear();
+  EXPECT_EQ(meter().stats().allocated_bytes, before);
+}
+
+TEST_F(TrackingAllocatorTest, EmulatedCapacityThrowsPyTorchsOom) {
+  meter().set_capacity(meter().stats().allocated_bytes + (1 << 20));
+  auto fits = at::empty({1 << 18}, at::kFloat);  // exactly 1 MiB
+  try {
+    auto too_much = at::empty({1}, at::kFloat);
+    FAIL() << "expected an OutOfMemoryError";
+  } catch (const c10::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("Tried to allocate 0.00 MiB"), std::string::npos);
+  }
+}
+
+TEST_F(TrackingAllocatorTest, PhaseScopeRecordsStartPeakAndEnd) {
+  PhaseMemory record;
+  const int64_t before = meter().stats().allocated_bytes;
+  at::Tensor kept;
+  {
+    PhaseScope scope(meter(), record);
+    auto scratch = at::empty({1 << 16}, at::kFloat);  // 256 KiB, freed inside
+    kept = at::empty({1 << 10}, at::kFloat);          // 4 KiB, kept
+  }
+  EXPECT_EQ(record.start_allocated_bytes, before);
+  EXPECT_EQ(record.peak_allocated_bytes, before + (1 << 18) + (1 << 12));
+  EXPECT_EQ(record.end_allocated_bytes, before + (1 << 12));
+}
+
+}  // namespace
+}  // namespace oomguard::memory
