@@ -44,6 +44,11 @@ void check_writable(const std::string& path) {
   std::remove(probe.c_str());
 }
 
+double headroom_percent(const oomguard::run::PhaseReport& p) {
+  return 100.0 * static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
+         static_cast<double>(p.budget_bytes);
+}
+
 void print_table(const oomguard::run::RunReport& report) {
   using oomguard::memory::format_size;
   std::printf(
@@ -55,9 +60,7 @@ void print_table(const oomguard::run::RunReport& report) {
       "headroom",
       "seconds");
   for (const auto& p : report.phases) {
-    const double headroom = 100.0 *
-                            static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
-                            static_cast<double>(p.budget_bytes);
+    const double headroom = headroom_percent(p);
     std::printf(
         "%-10s %-16s %12s %12s %8.1f%% %8.2f\n",
         p.memory.name.c_str(),
@@ -114,9 +117,7 @@ int run(const Args& args) {
   options.seed = static_cast<uint64_t>(args.seed);
   options.capacity_bytes = capacity;
   options.on_phase = [](const run::PhaseReport& p) {
-    const double headroom = 100.0 *
-                            static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
-                            static_cast<double>(p.budget_bytes);
+    const double headroom = headroom_percent(p);
     char pct[32];
     std::snprintf(pct, sizeof(pct), "%.1f%%", headroom);
     log::info(
