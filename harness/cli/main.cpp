@@ -172,11 +172,7 @@ int main(int argc, char** argv) {
   }
   try {
     return run(args);
-  } catch (const oomguard::run::ConfigError& e) {
-    std::fprintf(stderr, "oomguard: %s\n", e.what());
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "oomguard: %s\n", e.what());
-  } catch (const c10::Error& e) {
+  } catch (const c10::Error& e) {  // before std::exception: what() carries a backtrace
     std::fprintf(stderr, "oomguard: %s\n", e.what_without_backtrace());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "oomguard: %s\n", e.what());

@@ -30,6 +30,12 @@ int64_t requested_from_message(const std::string& message) {
   return static_cast<int64_t>(std::stod(m[1]));
 }
 
+OomReport make_oom_report(const std::string& phase, const c10::OutOfMemoryError& e) {
+  std::string message = e.what_without_backtrace();
+  const int64_t requested = requested_from_message(message);
+  return {phase, requested, std::move(message)};
+}
+
 // Runs `body` as phase `name` inside a PhaseScope; returns false on OOM (recorded in report).
 template <typename Body>
 bool run_phase(
@@ -49,8 +55,7 @@ bool run_phase(
       body(phase);
     } catch (const c10::OutOfMemoryError& e) {
       oom = true;
-      report.oom = OomReport{name, -1, e.what_without_backtrace()};
-      report.oom->requested_bytes = requested_from_message(report.oom->message);
+      report.oom = make_oom_report(name, e);
     }
   }
   if (oom) {
@@ -83,8 +88,7 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
   } catch (const c10::OutOfMemoryError& e) {
     // Outside every phase: the model or the data did not fit at all.
     report.outcome = "oom";
-    report.oom = OomReport{"setup", -1, e.what_without_backtrace()};
-    report.oom->requested_bytes = requested_from_message(report.oom->message);
+    report.oom = make_oom_report("setup", e);
   }
   return report;
 }
@@ -109,39 +113,34 @@ void run_phases(
       model->parameters(),
       torch::optim::AdamWOptions(config.train.lr).weight_decay(config.train.weight_decay));
 
-  const bool ok =
-      run_phase(
-          "train",
-          config.budgets.train,
-          meter,
-          report,
-          options,
-          [&](PhaseReport& p) {
-            auto r = phases::train(model, optimizer, train_loader, config.train);
-            p.steps = static_cast<int64_t>(r.losses.size());
-            p.results["losses"] = r.losses;
-          }) &&
-      run_phase(
-          "evaluate",
-          config.budgets.evaluate,
-          meter,
-          report,
-          options,
-          [&](PhaseReport& p) {
-            auto r = phases::evaluate(model, eval_loader, config.evaluate);
-            p.steps = r.steps;
-            p.results["loss"] = r.loss;
-          }) &&
-      run_phase("generate", config.budgets.generate, meter, report, options, [&](PhaseReport& p) {
-        phases::GenerateConfig g = config.generate;
-        g.seed = options.seed;
-        auto r = phases::generate(model, samples, g);
-        p.steps = r.steps;
-        p.results["tokens_generated"] = r.tokens_generated;
-        p.results["max_sequence_length"] = r.max_sequence_length;
-        p.results["sample_tokens"] = r.sample_tokens;
+  // A phase that ran out of memory ends the run: later phases would start from its debris.
+  const bool trained =
+      run_phase("train", config.budgets.train, meter, report, options, [&](PhaseReport& p) {
+        auto r = phases::train(model, optimizer, train_loader, config.train);
+        p.steps = static_cast<int64_t>(r.losses.size());
+        p.results["losses"] = r.losses;
       });
-  (void)ok;
+  if (!trained) {
+    return;
+  }
+  const bool evaluated =
+      run_phase("evaluate", config.budgets.evaluate, meter, report, options, [&](PhaseReport& p) {
+        auto r = phases::evaluate(model, eval_loader, config.evaluate);
+        p.steps = r.steps;
+        p.results["loss"] = r.loss;
+      });
+  if (!evaluated) {
+    return;
+  }
+  run_phase("generate", config.budgets.generate, meter, report, options, [&](PhaseReport& p) {
+    phases::GenerateConfig g = config.generate;
+    g.seed = options.seed;
+    auto r = phases::generate(model, samples, g);
+    p.steps = r.steps;
+    p.results["tokens_generated"] = r.tokens_generated;
+    p.results["max_sequence_length"] = r.max_sequence_length;
+    p.results["sample_tokens"] = r.sample_tokens;
+  });
 }
 
 nlohmann::json to_json(const RunReport& report) {
