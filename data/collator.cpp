@@ -10,13 +10,21 @@ namespace oomguard::data {
 
 Batch collate(const std::vector<const std::string*>& samples, const CollatorOptions& options) {
   const auto B = static_cast<int64_t>(samples.size());
-  const int64_t T = options.max_length;
+  std::vector<std::vector<int64_t>> encoded;
+  encoded.reserve(samples.size());
+  int64_t longest = 1;
+  for (const std::string* sample : samples) {
+    encoded.push_back(encode(*sample));
+    longest = std::max(longest, static_cast<int64_t>(encoded.back().size()) - 1);
+  }
+  const int64_t T =
+      options.pad_to_longest ? std::min(longest, options.max_length) : options.max_length;
   at::Tensor input_ids = at::full({B, T}, kPadId, at::kLong);
   at::Tensor labels = at::full({B, T}, kIgnoreIndex, at::kLong);
   int64_t* inputs = input_ids.data_ptr<int64_t>();
   int64_t* targets = labels.data_ptr<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int64_t> ids = encode(*samples[static_cast<size_t>(b)]);
+    const std::vector<int64_t>& ids = encoded[static_cast<size_t>(b)];
     const auto n = std::min<int64_t>(static_cast<int64_t>(ids.size()) - 1, T);
     for (int64_t t = 0; t < n; ++t) {
       inputs[b * T + t] = ids[static_cast<size_t>(t)];

@@ -17,6 +17,9 @@ struct Batch {
 
 struct CollatorOptions {
   int64_t max_length = 128;  // T: every batch has exactly this many positions
+  // The `truncate` guard switched off: T is the longest sample of the batch (still at most
+  // max_length, which the caller then sets to the model's position limit), so shapes jitter.
+  bool pad_to_longest = false;
 };
 
 // Encodes each sample, cuts it to max_length + 1 tokens (inputs and labels are the sequence

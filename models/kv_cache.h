@@ -1,5 +1,6 @@
 #pragma once
-// Fixed-capacity KV cache: per-layer buffers allocated once and written in place.
+// KV cache for decoding. Static: per-layer buffers allocated once and written in place.
+// Grow: every append concatenates onto the previous tensors (the `kv_cap` guard switched off).
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -8,15 +9,22 @@
 
 namespace oomguard::models {
 
+enum class CacheMode {
+  kStatic,  // [B, H, capacity, Dh] per layer, allocated up front, never reallocated
+  kGrow,    // torch::cat every step: a new, one position longer tensor per layer and step
+};
+
 class KVCache {
  public:
-  // Buffers of shape [B, H, capacity, Dh] for each of `layers` layers.
+  // `layers` layers of [B, H, capacity, Dh]. In grow mode nothing is allocated up front and
+  // capacity is only the bound past which append refuses to go.
   KVCache(
       int64_t layers,
       int64_t batch,
       int64_t heads,
       int64_t capacity,
       int64_t head_dim,
+      CacheMode mode = CacheMode::kStatic,
       at::ScalarType dtype = at::kFloat);
 
   // Writes k, v ([B, H, t, Dh]) of `layer` at positions [length, length + t) and returns the
@@ -27,11 +35,17 @@ class KVCache {
 
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }
+  CacheMode mode() const { return mode_; }
+  // Bytes the cache's tensors hold now (static: the whole capacity from the start).
+  int64_t nbytes() const;
+  // Storage of layer 0's keys: the same pointer for the whole life of a static cache.
+  const void* storage_of_layer0() const;
 
  private:
-  std::vector<at::Tensor> keys_;    // per layer [B, H, capacity, Dh]
-  std::vector<at::Tensor> values_;  // per layer [B, H, capacity, Dh]
+  std::vector<at::Tensor> keys_;    // per layer [B, H, capacity or length, Dh]
+  std::vector<at::Tensor> values_;  // per layer [B, H, capacity or length, Dh]
   int64_t capacity_;
+  CacheMode mode_;
   int64_t length_ = 0;
 };
 

@@ -127,8 +127,9 @@ torch::Tensor TinyGPTImpl::forward(const torch::Tensor& ids, KVCache& cache) {
   return run(ids, &cache);
 }
 
-KVCache TinyGPTImpl::make_cache(int64_t batch, int64_t capacity) const {
-  return KVCache(config_.layers, batch, config_.heads, capacity, config_.d_model / config_.heads);
+KVCache TinyGPTImpl::make_cache(int64_t batch, int64_t capacity, CacheMode mode) const {
+  return KVCache(
+      config_.layers, batch, config_.heads, capacity, config_.d_model / config_.heads, mode);
 }
 
 }  // namespace oomguard::models

@@ -62,7 +62,7 @@ class TinyGPTImpl : public torch::nn::Module {
   // Decode path: ids [B, t] are the next t positions after cache.length(); logits [B, t, V].
   torch::Tensor forward(const torch::Tensor& ids, KVCache& cache);
   // A cache of `capacity` positions for a batch of `batch`, shaped for this model.
-  KVCache make_cache(int64_t batch, int64_t capacity) const;
+  KVCache make_cache(int64_t batch, int64_t capacity, CacheMode mode = CacheMode::kStatic) const;
 
   const TinyGPTConfig& config() const { return config_; }
 

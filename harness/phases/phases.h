@@ -2,6 +2,7 @@
 // The three phases: free functions taking a const config and returning a result struct.
 // Measurement is the caller's (PhaseScope), so each phase only does its work.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct TrainConfig {
 };
 struct TrainResult {
   std::vector<double> losses;  // one per step
+  int64_t longest_batch = 0;   // the largest T of any batch
 };
 // AdamW steps with gradient clipping; `optimizer` is the caller's, its state outlives the phase.
 TrainResult train(
@@ -30,12 +32,19 @@ TrainResult train(
 
 struct EvaluateConfig {
   int64_t batches = 8;
+  // The `no_grad_eval` guard. Off: train mode (dropout on), autograd recording, and every
+  // batch's logits kept in a list until the loop ends, each holding its graph alive.
+  bool no_grad = true;
+  // Sees each batch's logits [B, T, V] as soon as they exist (tests inspect grad mode here).
+  std::function<void(const at::Tensor& logits)> on_batch;
 };
 struct EvaluateResult {
   double loss = 0.0;  // mean token cross-entropy
   int64_t steps = 0;
+  int64_t longest_batch = 0;  // the largest T of any batch
 };
 // Guarded evaluation: NoGradGuard + eval(), each batch reduced to a scalar at once.
+// Leaves the model in train mode.
 EvaluateResult evaluate(models::TinyGPT& model, data::Loader& loader, const EvaluateConfig& config);
 
 struct GenerateConfig {
@@ -45,14 +54,21 @@ struct GenerateConfig {
   bool greedy = true;
   double temperature = 1.0;
   uint64_t seed = 0;
+  // The `max_new_tokens` guard. Off: each prompt goes on until its source sample would end,
+  // so a long-tail sample generates long, bounded only by the model's max_seq_len.
+  bool cap_new_tokens = true;
+  // The `kv_cap` guard: a static cache sized once; kGrow reproduces torch::cat growth.
+  models::CacheMode cache = models::CacheMode::kStatic;
 };
 struct GenerateResult {
   int64_t tokens_generated = 0;
   int64_t max_sequence_length = 0;
   int64_t steps = 0;
+  int64_t cache_capacity = 0;          // positions the KV cache may hold
+  int64_t cache_bytes = 0;             // what the KV cache held at the end
   std::vector<int64_t> sample_tokens;  // the tokens generated for the first prompt
 };
-// Batched decoding with a fixed-capacity KV cache of prompt_length + max_new_tokens positions.
+// Batched decoding with a KV cache of prompt_length + max_new_tokens positions.
 // Prompts are the first prompt_length bytes of `samples` long enough to give them.
 GenerateResult generate(
     models::TinyGPT& model, const std::vector<std::string>& samples, const GenerateConfig& config);

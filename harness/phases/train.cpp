@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <ATen/ops/cross_entropy_loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
@@ -15,6 +17,7 @@ TrainResult train(
   result.losses.reserve(static_cast<size_t>(config.steps));
   for (int64_t step = 0; step < config.steps; ++step) {
     const data::Batch batch = loader.next();
+    result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]
     at::Tensor loss = at::cross_entropy_loss(
         logits.flatten(0, 1),

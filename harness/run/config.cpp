@@ -18,6 +18,8 @@ constexpr const char* kDefault = R"({
   "generate": {"prompts": 4, "prompt_length": 32, "max_new_tokens": 64, "greedy": true,
                "temperature": 1.0},
   "budget": {"train": "98MiB", "evaluate": "22MiB", "generate": "17MiB"},
+  "guards": {"no_grad_eval": true, "truncate": true, "max_new_tokens": true, "kv_cap": true,
+             "grad_checkpoint": false, "empty_cache": true},
   "run": {"threads": 0}
 })";
 
@@ -139,6 +141,21 @@ void apply_set(nlohmann::json& doc, const std::string& assignment) {
   }
 }
 
+void disable_guard(nlohmann::json& doc, const std::string& name) {
+  std::string known;
+  bool found = false;
+  for (const GuardInfo& g : guard_table()) {
+    if (name == "all" || name == g.name) {
+      found = true;
+      apply_set(doc, std::string("guards.") + g.name + "=false");
+    }
+    known += std::string(known.empty() ? "" : ", ") + g.name;
+  }
+  if (!found) {
+    throw ConfigError("--disable-guard " + name + ": unknown guard; known: " + known + ", all");
+  }
+}
+
 RunConfig load_config(const nlohmann::json& overrides) {
   nlohmann::json doc = default_config();
   overlay(doc, overrides, "");
@@ -176,6 +193,14 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.budgets.train = r.size("budget", "train");
   c.budgets.evaluate = r.size("budget", "evaluate");
   c.budgets.generate = r.size("budget", "generate");
+  for (const GuardInfo& g : guard_table()) {
+    c.guards.*g.flag = r.at("guards", g.name).get<bool>();
+  }
+  if (c.guards.grad_checkpoint) {
+    throw ConfigError(
+        "config key guards.grad_checkpoint: gradient checkpointing is not built yet; leave it "
+        "false");
+  }
   c.threads = r.integer("run", "threads", 0, 1024);
   c.resolved = doc;
   return c;

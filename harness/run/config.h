@@ -10,6 +10,7 @@
 
 #include "data/corpus.h"
 #include "harness/phases/phases.h"
+#include "harness/run/guards.h"
 #include "models/tiny_gpt.h"
 
 namespace oomguard::run {
@@ -32,6 +33,7 @@ struct RunConfig {
   phases::EvaluateConfig evaluate;
   phases::GenerateConfig generate;
   Budgets budgets;
+  Guards guards;
   int64_t threads = 0;      // 0: one per core
   nlohmann::json resolved;  // the validated document, for the report
 };
@@ -42,5 +44,7 @@ const nlohmann::json& default_config();
 RunConfig load_config(const nlohmann::json& overrides);
 // Applies "a.b.c=value" to `doc`; value is parsed as JSON, else taken as a string.
 void apply_set(nlohmann::json& doc, const std::string& assignment);
+// Sets guards.<name> to false in `doc`; "all" names every guard. Unknown names throw.
+void disable_guard(nlohmann::json& doc, const std::string& name);
 
 }  // namespace oomguard::run

@@ -83,6 +83,7 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
   report.seed = options.seed;
   report.capacity_bytes = options.capacity_bytes;
   report.config = config.resolved;
+  report.guards = config.guards;
   try {
     run_phases(config, meter, options, report);
   } catch (const c10::OutOfMemoryError& e) {
@@ -102,7 +103,10 @@ void run_phases(
   const std::vector<std::string> samples = config.data_file.empty()
                                                ? data::make_synthetic_corpus(corpus)
                                                : data::read_samples(config.data_file);
-  const data::CollatorOptions collator{config.max_length};
+  // Unguarded, the collator cuts only at the model's position limit and pads to the longest.
+  const data::CollatorOptions collator =
+      config.guards.truncate ? data::CollatorOptions{config.max_length, /*pad_to_longest=*/false}
+                             : data::CollatorOptions{config.model.max_seq_len, true};
   data::Loader train_loader(samples, config.batch_size, options.seed, collator);
   data::Loader eval_loader(samples, config.batch_size, options.seed + 1, collator);
 
@@ -119,15 +123,19 @@ void run_phases(
         auto r = phases::train(model, optimizer, train_loader, config.train);
         p.steps = static_cast<int64_t>(r.losses.size());
         p.results["losses"] = r.losses;
+        p.results["longest_batch"] = r.longest_batch;
       });
   if (!trained) {
     return;
   }
   const bool evaluated =
       run_phase("evaluate", config.budgets.evaluate, meter, report, options, [&](PhaseReport& p) {
-        auto r = phases::evaluate(model, eval_loader, config.evaluate);
+        phases::EvaluateConfig e = config.evaluate;
+        e.no_grad = config.guards.no_grad_eval;
+        auto r = phases::evaluate(model, eval_loader, e);
         p.steps = r.steps;
         p.results["loss"] = r.loss;
+        p.results["longest_batch"] = r.longest_batch;
       });
   if (!evaluated) {
     return;
@@ -135,10 +143,14 @@ void run_phases(
   run_phase("generate", config.budgets.generate, meter, report, options, [&](PhaseReport& p) {
     phases::GenerateConfig g = config.generate;
     g.seed = options.seed;
+    g.cap_new_tokens = config.guards.max_new_tokens;
+    g.cache = config.guards.kv_cap ? models::CacheMode::kStatic : models::CacheMode::kGrow;
     auto r = phases::generate(model, samples, g);
     p.steps = r.steps;
     p.results["tokens_generated"] = r.tokens_generated;
     p.results["max_sequence_length"] = r.max_sequence_length;
+    p.results["kv_cache_capacity"] = r.cache_capacity;
+    p.results["kv_cache_bytes"] = r.cache_bytes;
     p.results["sample_tokens"] = r.sample_tokens;
   });
 }
@@ -162,14 +174,11 @@ nlohmann::json to_json(const RunReport& report) {
     j.update(p.results);
     phases.push_back(std::move(j));
   }
-  // grad_checkpoint is not built yet; empty_cache has no effect on CPU.
-  const nlohmann::json guards = {
-      {"no_grad_eval", true},
-      {"truncate", true},
-      {"max_new_tokens", true},
-      {"kv_cap", true},
-      {"grad_checkpoint", false},
-      {"empty_cache", false}};
+  // Whether each guard was on; empty_cache has no effect on CPU.
+  nlohmann::json guards = nlohmann::json::object();
+  for (const GuardInfo& g : guard_table()) {
+    guards[g.name] = report.guards.*g.flag;
+  }
   nlohmann::json oom = nullptr;
   if (report.oom) {
     oom = {

@@ -35,6 +35,7 @@ struct RunReport {
   int64_t capacity_bytes = 0;
   std::vector<PhaseReport> phases;
   std::optional<OomReport> oom;
+  Guards guards;
   nlohmann::json config;
 };
 
