@@ -1,0 +1,27 @@
+#pragma once
+// `oomguard repeat` (N seeded runs, each its own process) and `oomguard merge` (shards -> one).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oomguard::cli {
+
+struct RepeatArgs {
+  int64_t runs = 0;
+  int64_t seed_start = 0;
+  int64_t jobs = 1;
+  std::string shard;  // "I/K"; empty: the whole range
+  std::string report_file, junit_file, runs_dir;
+  std::vector<std::string> run_args;  // passed to every `oomguard run`
+};
+
+// `program` is how oomguard was invoked (argv[0]), for the reproduce commands.
+int repeat_command(const RepeatArgs& args, const std::string& program);
+
+struct MergeArgs {
+  std::vector<std::string> files;
+  std::string report_file, junit_file;
+};
+int merge_command(const MergeArgs& args);
+
+}  // namespace oomguard::cli

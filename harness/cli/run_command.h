@@ -1,0 +1,34 @@
+#pragma once
+// `oomguard run`: its options, their validation, and the run itself.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/run/config.h"
+
+namespace oomguard::cli {
+
+struct RunArgs {
+  std::string config_file, report_file, capacity, card, device = "auto";
+  std::vector<std::string> sets, disabled_guards;
+  int64_t seed = 0;
+  bool print_config = false;
+};
+
+// Declares run's options on `app` (the run subcommand, or repeat's parser for its run options).
+void add_run_options(CLI::App& app, RunArgs& args);
+
+struct ResolvedRun {
+  run::RunConfig config;
+  int64_t capacity_bytes = 0;  // emulated card; 0: none
+};
+// Checks everything the user gave (config, sets, guards, card, capacity, device) and builds
+// the run; throws run::ConfigError or std::invalid_argument naming the bad input.
+ResolvedRun resolve_run(const RunArgs& args);
+
+// The whole run: returns the exit code.
+int run_command(const RunArgs& args);
+
+}  // namespace oomguard::cli

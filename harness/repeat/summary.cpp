@@ -1,0 +1,303 @@
+#include "harness/repeat/summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "harness/repeat/flake_stats.h"
+
+namespace oomguard::repeat {
+namespace {
+
+// How bad an outcome is, for picking the worst iteration.
+int severity(const Iteration& it) {
+  if (it.outcome == "pass")
+    return 0;
+  if (it.outcome == "budget_exceeded")
+    return 1;
+  if (it.outcome == "oom")
+    return 2;
+  return 3;  // error, interrupted: no figures to trust
+}
+
+double pressure(const Iteration& it) {
+  double worst = 0.0;
+  for (const auto& p : it.phases) {
+    if (p.budget_bytes > 0)
+      worst =
+          std::max(worst, static_cast<double>(p.peak_bytes) / static_cast<double>(p.budget_bytes));
+  }
+  return worst;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=:,+@%") == std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        // XML 1.0 allows no control characters but tab, newline and carriage return.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+          out += ' ';
+        else
+          out += c;
+    }
+  }
+  return out;
+}
+
+nlohmann::json statistics(const Summary& summary) {
+  const auto n = static_cast<int64_t>(summary.iterations.size());
+  int64_t k = 0;
+  std::vector<std::string> order;  // phases in run order
+  std::map<std::string, std::vector<int64_t>> peaks;
+  for (const auto& it : summary.iterations) {
+    k += it.passed() ? 0 : 1;
+    for (const auto& p : it.phases) {
+      if (peaks.find(p.phase) == peaks.end())
+        order.push_back(p.phase);
+      peaks[p.phase].push_back(p.peak_bytes);
+    }
+  }
+  const Interval w = wilson_interval(k, n);
+  nlohmann::json phase_stats = nlohmann::json::array();
+  for (const auto& name : order) {
+    const Spread s = spread_of(peaks[name]);
+    phase_stats.push_back(
+        {{"phase", name},
+         {"runs", s.count},
+         {"min_bytes", s.min},
+         {"median_bytes", s.median},
+         {"max_bytes", s.max}});
+  }
+  nlohmann::json stats = {
+      {"runs", n},
+      {"failures", k},
+      {"failure_rate", n > 0 ? static_cast<double>(k) / static_cast<double>(n) : 0.0},
+      {"wilson_95", {w.lo, w.hi}},
+      {"upper_bound_95", k == 0 && n > 0 ? nlohmann::json(zero_failure_upper_bound(n)) : nullptr},
+      {"peaks", phase_stats},
+      {"worst_seed", nullptr},
+      {"reproduce", nullptr}};
+  if (const Iteration* worst = worst_iteration(summary)) {
+    stats["worst_seed"] = worst->seed;
+    stats["reproduce"] = reproduce_command(summary.plan, worst->seed);
+  }
+  return stats;
+}
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const char* what) {
+  if (!j.is_object() || !j.contains(key))
+    throw std::invalid_argument(std::string(what) + ": missing \"" + key + "\"");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument(std::string(what) + ": \"" + key + "\" has the wrong type");
+  }
+}
+
+}  // namespace
+
+std::vector<uint64_t> Plan::seeds() const {
+  std::vector<uint64_t> out;
+  for (int64_t i = shard_index; i < runs; i += shard_count)
+    out.push_back(seed_start + static_cast<uint64_t>(i));
+  return out;
+}
+
+Iteration iteration_from_report(
+    uint64_t seed, int exit_code, double wall_seconds, const nlohmann::json& report) {
+  Iteration it;
+  it.seed = seed;
+  it.exit_code = exit_code;
+  it.wall_seconds = wall_seconds;
+  if (!report.is_object() || !report.contains("outcome")) {
+    it.outcome = "error";
+    it.detail = "exit code " + std::to_string(exit_code) + " and no report";
+    return it;
+  }
+  it.outcome = report.at("outcome").get<std::string>();
+  for (const auto& p : report.at("phases")) {
+    it.phases.push_back(
+        {p.at("name").get<std::string>(),
+         p.at("status").get<std::string>(),
+         p.at("peak_allocated_bytes").get<int64_t>(),
+         p.at("budget_bytes").get<int64_t>()});
+  }
+  if (report.contains("oom") && report.at("oom").is_object()) {
+    it.detail = "out of memory in " + report.at("oom").at("phase").get<std::string>() + ": " +
+                report.at("oom").at("message").get<std::string>();
+  }
+  return it;
+}
+
+std::string reproduce_command(const Plan& plan, uint64_t seed) {
+  std::string cmd = shell_quote(plan.program) + " run --seed " + std::to_string(seed);
+  for (const auto& a : plan.run_args)
+    cmd += " " + shell_quote(a);
+  return cmd;
+}
+
+const Iteration* worst_iteration(const Summary& summary) {
+  const Iteration* worst = nullptr;
+  for (const auto& it : summary.iterations) {
+    if (worst == nullptr || severity(it) > severity(*worst) ||
+        (severity(it) == severity(*worst) && pressure(it) > pressure(*worst)))
+      worst = &it;
+  }
+  return worst;
+}
+
+nlohmann::json to_json(const Summary& summary) {
+  const Plan& plan = summary.plan;
+  nlohmann::json iterations = nlohmann::json::array();
+  for (const auto& it : summary.iterations) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& p : it.phases)
+      phases.push_back(
+          {{"name", p.phase},
+           {"status", p.status},
+           {"peak_allocated_bytes", p.peak_bytes},
+           {"budget_bytes", p.budget_bytes}});
+    iterations.push_back(
+        {{"seed", it.seed},
+         {"outcome", it.outcome},
+         {"exit_code", it.exit_code},
+         {"wall_seconds", it.wall_seconds},
+         {"phases", phases},
+         {"detail", it.detail}});
+  }
+  return {
+      {"schema", "oomguard.repeat/1"},
+      {"plan",
+       {{"seed_start", plan.seed_start},
+        {"runs", plan.runs},
+        {"shard_index", plan.shard_index},
+        {"shard_count", plan.shard_count},
+        {"program", plan.program},
+        {"run_args", plan.run_args}}},
+      {"iterations", iterations},
+      {"statistics", statistics(summary)}};
+}
+
+Summary summary_from_json(const nlohmann::json& doc) {
+  if (field<std::string>(doc, "schema", "summary") != "oomguard.repeat/1")
+    throw std::invalid_argument("summary: schema is not oomguard.repeat/1");
+  Summary s;
+  const auto& plan = doc.at("plan");
+  s.plan.seed_start = field<uint64_t>(plan, "seed_start", "plan");
+  s.plan.runs = field<int64_t>(plan, "runs", "plan");
+  s.plan.shard_index = field<int64_t>(plan, "shard_index", "plan");
+  s.plan.shard_count = field<int64_t>(plan, "shard_count", "plan");
+  s.plan.program = field<std::string>(plan, "program", "plan");
+  s.plan.run_args = field<std::vector<std::string>>(plan, "run_args", "plan");
+  for (const auto& j : field<nlohmann::json>(doc, "iterations", "summary")) {
+    Iteration it;
+    it.seed = field<uint64_t>(j, "seed", "iteration");
+    it.outcome = field<std::string>(j, "outcome", "iteration");
+    it.exit_code = field<int>(j, "exit_code", "iteration");
+    it.wall_seconds = field<double>(j, "wall_seconds", "iteration");
+    it.detail = field<std::string>(j, "detail", "iteration");
+    for (const auto& p : field<nlohmann::json>(j, "phases", "iteration"))
+      it.phases.push_back(
+          {field<std::string>(p, "name", "phase"),
+           field<std::string>(p, "status", "phase"),
+           field<int64_t>(p, "peak_allocated_bytes", "phase"),
+           field<int64_t>(p, "budget_bytes", "phase")});
+    s.iterations.push_back(std::move(it));
+  }
+  return s;
+}
+
+Summary merge(const std::vector<Summary>& shards) {
+  if (shards.empty())
+    throw std::invalid_argument("merge: no summaries given");
+  Summary merged;
+  merged.plan = shards.front().plan;
+  merged.plan.shard_index = 0;
+  merged.plan.shard_count = 1;
+  std::set<uint64_t> seen;
+  for (const auto& s : shards) {
+    if (s.plan.seed_start != merged.plan.seed_start || s.plan.runs != merged.plan.runs ||
+        s.plan.run_args != merged.plan.run_args)
+      throw std::invalid_argument(
+          "merge: summaries of different repeats (seed range or run options differ); shard " +
+          std::to_string(s.plan.shard_index) + "/" + std::to_string(s.plan.shard_count));
+    for (const auto& it : s.iterations) {
+      if (!seen.insert(it.seed).second)
+        throw std::invalid_argument("merge: seed " + std::to_string(it.seed) + " appears twice");
+      merged.iterations.push_back(it);
+    }
+  }
+  std::sort(merged.iterations.begin(), merged.iterations.end(), [](const auto& a, const auto& b) {
+    return a.seed < b.seed;
+  });
+  return merged;
+}
+
+std::string to_junit(const Summary& summary) {
+  int64_t failures = 0;
+  double seconds = 0.0;
+  for (const auto& it : summary.iterations) {
+    failures += it.passed() ? 0 : 1;
+    seconds += it.wall_seconds;
+  }
+  char head[256];
+  std::snprintf(
+      head,
+      sizeof(head),
+      "<testsuite name=\"oomguard.repeat\" tests=\"%zu\" failures=\"%lld\" time=\"%.3f\">\n",
+      summary.iterations.size(),
+      static_cast<long long>(failures),
+      seconds);
+  std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
+  xml += head;
+  for (const auto& it : summary.iterations) {
+    char open[160];
+    std::snprintf(
+        open,
+        sizeof(open),
+        "  <testcase classname=\"oomguard.repeat\" name=\"seed_%llu\" time=\"%.3f\">\n",
+        static_cast<unsigned long long>(it.seed),
+        it.wall_seconds);
+    xml += open;
+    std::string peaks;
+    for (const auto& p : it.phases)
+      peaks += p.phase + ": " + p.status + ", peak " + std::to_string(p.peak_bytes) +
+               " B, budget " + std::to_string(p.budget_bytes) + " B\n";
+    if (!it.passed()) {
+      xml += "    <failure type=\"" + xml_escape(it.outcome) + "\" message=\"" +
+             xml_escape(it.outcome + (it.detail.empty() ? "" : ": " + it.detail)) + "\">" +
+             xml_escape("reproduce: " + reproduce_command(summary.plan, it.seed) + "\n" + peaks) +
+             "</failure>\n";
+    }
+    xml += "    <system-out>" + xml_escape(peaks) + "</system-out>\n  </testcase>\n";
+  }
+  return xml + "</testsuite>\n</testsuites>\n";
+}
+
+}  // namespace oomguard::repeat

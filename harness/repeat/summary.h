@@ -1,0 +1,70 @@
+#pragma once
+// A repeat: the plan (seeds, shard, run options), one record per iteration, the statistics,
+// and the JSON summary and JUnit XML written from them. Shard summaries merge into one.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace oomguard::repeat {
+
+struct Plan {
+  uint64_t seed_start = 0;
+  int64_t runs = 0;  // N: seeds seed_start .. seed_start + N - 1, over all shards
+  int64_t shard_index = 0;
+  int64_t shard_count = 1;
+  std::string program;                // how oomguard was invoked, for reproduce commands
+  std::vector<std::string> run_args;  // the `run` options every iteration got
+
+  // This shard's seeds: every shard_count-th seed, starting shard_index after seed_start.
+  std::vector<uint64_t> seeds() const;
+};
+
+struct PhasePeak {
+  std::string phase;
+  std::string status;
+  int64_t peak_bytes = 0;
+  int64_t budget_bytes = 0;
+};
+
+struct Iteration {
+  uint64_t seed = 0;
+  std::string outcome;  // a report's outcome, or "error" when the run left no report
+  int exit_code = 0;
+  double wall_seconds = 0.0;
+  std::vector<PhasePeak> phases;
+  std::string detail;  // the OOM's phase and message, or why there is no report
+
+  bool passed() const { return outcome == "pass"; }
+};
+
+struct Summary {
+  Plan plan;
+  std::vector<Iteration> iterations;  // in seed order once complete
+};
+
+// The record of one finished run from its report (null when the run wrote none).
+Iteration iteration_from_report(
+    uint64_t seed, int exit_code, double wall_seconds, const nlohmann::json& report);
+
+// The command line that reruns `seed` alone.
+std::string reproduce_command(const Plan& plan, uint64_t seed);
+
+// The iteration that came closest to failing or failed worst: an OOM before a budget
+// failure, then the highest peak/budget ratio. Null for an empty summary.
+const Iteration* worst_iteration(const Summary& summary);
+
+// Summary JSON ("schema": "oomguard.repeat/1"): plan, iterations and statistics.
+nlohmann::json to_json(const Summary& summary);
+// Reads what to_json wrote; throws std::invalid_argument naming what is wrong.
+Summary summary_from_json(const nlohmann::json& doc);
+
+// One summary from shards of the same plan (same seed range and run options); throws
+// std::invalid_argument on mismatched plans or a seed that appears twice.
+Summary merge(const std::vector<Summary>& shards);
+
+// JUnit XML: one test case per iteration, a <failure> with the reproduce command when it failed.
+std::string to_junit(const Summary& summary);
+
+}  // namespace oomguard::repeat
