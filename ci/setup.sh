@@ -37,10 +37,10 @@ log "LibTorch: torch $("$VENV/bin/python" -c 'import torch; print(torch.__versio
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_BASEDIR=$PWD
-export OOMGUARD_TORCH_PYTHON=$VENV/bin/python
 if [ ! -f "build/$PRESET/build.ninja" ]; then
   log "configuring preset $PRESET"
-  cmake --preset "$PRESET" >/dev/null
+  # Kept in the cache: a later plain `cmake --preset` finds the same LibTorch.
+  cmake --preset "$PRESET" -DOOMGUARD_TORCH_PYTHON="$VENV/bin/python" >/dev/null
 fi
 log "building preset $PRESET"
 cmake --build --preset "$PRESET" -j "$(nproc)"

@@ -59,6 +59,31 @@ TEST(Collator, CutsToMaxLengthAndPadsToOneShape) {
   EXPECT_EQ(lab[16 + 15], 'x');
 }
 
+TEST(Collator, UntruncatedPadsToTheLongestOfTheBatch) {
+  const std::string a(10, 'a'), b(40, 'b');
+  const Batch batch = collate({&a, &b}, {/*max_length=*/100, /*pad_to_longest=*/true});
+  // b has 40 bytes + EOS: 40 input positions.
+  EXPECT_EQ(batch.input_ids.sizes(), (c10::IntArrayRef{2, 40}));
+  const Batch capped = collate({&a, &b}, {/*max_length=*/16, /*pad_to_longest=*/true});
+  EXPECT_EQ(capped.input_ids.size(1), 16);
+}
+
+// The truncate guard's structural check: whatever the samples, no batch is longer than
+// max_length, and a truncating collator gives exactly max_length.
+TEST(Collator, NeverExceedsMaxLength) {
+  CorpusConfig c;
+  c.num_samples = 400;
+  c.max_length = 32;
+  c.long_tail_fraction = 0.2;
+  const auto corpus = make_synthetic_corpus(c);
+  for (size_t i = 0; i + 4 <= corpus.size(); i += 4) {
+    const std::vector<const std::string*> batch = {
+        &corpus[i], &corpus[i + 1], &corpus[i + 2], &corpus[i + 3]};
+    EXPECT_EQ(collate(batch, {c.max_length, false}).input_ids.size(1), c.max_length);
+    EXPECT_LE(collate(batch, {c.max_length, true}).input_ids.size(1), c.max_length);
+  }
+}
+
 TEST(Loader, OrderDependsOnSeedAndCoversEveryEpoch) {
   std::vector<std::string> samples;
   for (int i = 0; i < 16; ++i)

@@ -28,8 +28,16 @@ class PhaseBudgetTest : public testing::TrackedFixture {
   }
 };
 
+// The memory fixture: under `ctest --repeat until-fail:N` each repeat takes the next seed.
 TEST_F(PhaseBudgetTest, DefaultConfigStaysWithinEveryBudget) {
-  const RunReport report = run_checked(load_config(nlohmann::json::object()), 0);
+  const uint64_t seed = testing::next_seed();
+  nlohmann::json doc = nlohmann::json::object();
+  testing::disable_guards_from_env(doc);
+  std::printf(
+      "seed %llu (OOMGUARD_SEED=%llu reruns it)\n",
+      (unsigned long long)seed,
+      (unsigned long long)seed);
+  const RunReport report = run_checked(load_config(doc), seed);
   ASSERT_EQ(report.phases.size(), 3u);
   EXPECT_EQ(report.outcome, "pass");
 }

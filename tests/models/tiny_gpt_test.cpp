@@ -47,6 +47,32 @@ TEST_F(TinyGPTTest, CachedDecodeEqualsFullForward) {
   EXPECT_EQ(cache.length(), 20);
 }
 
+// The kv_cap guard's structural check: a static cache keeps one buffer for its whole life; the
+// grow cache (the guard off) reallocates every step. Both decode the same logits.
+TEST_F(TinyGPTTest, StaticCacheNeverReallocatesWhileGrowCacheDoes) {
+  TinyGPT model(small());
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto ids = at::randint(0, 258, {2, 12}, at::kLong);
+  KVCache fixed = model->make_cache(2, 12, CacheMode::kStatic);
+  KVCache grow = model->make_cache(2, 12, CacheMode::kGrow);
+  const int64_t full_bytes = fixed.nbytes();
+  auto a = model->forward(ids.narrow(1, 0, 4), fixed);
+  auto b = model->forward(ids.narrow(1, 0, 4), grow);
+  const void* fixed_storage = fixed.storage_of_layer0();
+  for (int64_t t = 4; t < 12; ++t) {
+    const void* grow_storage = grow.storage_of_layer0();
+    a = model->forward(ids.narrow(1, t, 1), fixed);
+    b = model->forward(ids.narrow(1, t, 1), grow);
+    EXPECT_EQ(fixed.storage_of_layer0(), fixed_storage) << "static cache moved at step " << t;
+    EXPECT_NE(grow.storage_of_layer0(), grow_storage) << "grow cache kept its buffer at " << t;
+    EXPECT_TRUE(at::allclose(a, b, /*rtol=*/1e-5, /*atol=*/1e-6));
+  }
+  EXPECT_EQ(fixed.nbytes(), full_bytes);
+  EXPECT_EQ(grow.nbytes(), full_bytes);  // full at the end: 12 of 12 positions
+  EXPECT_THROW(model->forward(ids.narrow(1, 0, 1), grow), c10::Error);
+}
+
 TEST_F(TinyGPTTest, CacheRefusesToGrowPastCapacity) {
   TinyGPT model(small());
   model->eval();

@@ -24,4 +24,13 @@ class TrackedFixture : public SeedingFixture {
 // A config small enough for unit tests, built from the default with overrides.
 run::RunConfig small_config(const nlohmann::json& extra = nlohmann::json::object());
 
+// The seed a memory test runs on, so that `ctest --repeat until-fail:N` tries a new seed each
+// time: $OOMGUARD_SEED when set; else a counter kept per test in $OOMGUARD_SEED_COUNTER_DIR
+// (0, 1, 2, ... across runs of the same build tree); else 0.
+uint64_t next_seed();
+
+// The guards named in $OOMGUARD_DISABLE_GUARD (comma-separated, or "all") switched off in
+// `doc`, so the fixture can be repeated with a bug put back in.
+void disable_guards_from_env(nlohmann::json& doc);
+
 }  // namespace oomguard::testing
