@@ -19,6 +19,7 @@ KVCache::KVCache(
       capacity_(capacity),
       mode_(mode) {
   TORCH_CHECK(capacity > 0, "KVCache: capacity must be positive, got ", capacity);
+  TORCH_CHECK(mode != CacheMode::kNone, "KVCache: kNone means decoding without a cache");
   if (mode_ == CacheMode::kStatic) {
     for (size_t l = 0; l < keys_.size(); ++l) {
       keys_[l] = at::empty({batch, heads, capacity, head_dim}, at::TensorOptions(dtype));

@@ -12,12 +12,13 @@ namespace oomguard::models {
 enum class CacheMode {
   kStatic,  // [B, H, capacity, Dh] per layer, allocated up front, never reallocated
   kGrow,    // torch::cat every step: a new, one position longer tensor per layer and step
+  kNone,    // no cache: the decoder recomputes the whole context every step (the reference)
 };
 
 class KVCache {
  public:
   // `layers` layers of [B, H, capacity, Dh]. In grow mode nothing is allocated up front and
-  // capacity is only the bound past which append refuses to go.
+  // capacity is only the bound past which append refuses to go. kNone is not a cache mode.
   KVCache(
       int64_t layers,
       int64_t batch,

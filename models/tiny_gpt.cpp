@@ -11,14 +11,24 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/init.h>
 
+#include "models/checkpoint.h"
+
 namespace oomguard::models {
+
+int64_t block_saved_bytes_per_token(const TinyGPTConfig& config, int64_t T) {
+  const int64_t C = config.d_model, M = config.mlp_ratio * C, H = config.heads;
+  const int64_t common = (C + 2) + C + C + (C + 2) + C + 2 * M;
+  const int64_t attention = config.attention_dropout > 0.0 ? 3 * C + 3 * H * T : 3 * C + H;
+  const int64_t residual_dropout = config.dropout > 0.0 ? 2 * C : 0;
+  return 4 * (common + attention + residual_dropout);
+}
 
 // ---------------------------------------------------------------------------------------
 // Attention
 // ---------------------------------------------------------------------------------------
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const TinyGPTConfig& config)
-    : heads_(config.heads), dropout_(config.dropout) {
+    : heads_(config.heads), dropout_(config.attention_dropout) {
   qkv_ = register_module("qkv", torch::nn::Linear(config.d_model, 3 * config.d_model));
   proj_ = register_module("proj", torch::nn::Linear(config.d_model, config.d_model));
 }
@@ -98,7 +108,7 @@ TinyGPTImpl::TinyGPTImpl(const TinyGPTConfig& config) : config_(config) {
   }
 }
 
-torch::Tensor TinyGPTImpl::run(const torch::Tensor& ids, KVCache* cache) {
+torch::Tensor TinyGPTImpl::run(const torch::Tensor& ids, KVCache* cache, bool last_only) {
   const int64_t T = ids.size(1);
   const int64_t start = cache == nullptr ? 0 : cache->length();
   TORCH_CHECK(
@@ -109,22 +119,35 @@ torch::Tensor TinyGPTImpl::run(const torch::Tensor& ids, KVCache* cache) {
       config_.max_seq_len);
   auto positions = at::arange(start, start + T, ids.options());
   auto x = drop_->forward(tok_->forward(ids) + pos_->forward(positions));  // [B, T, C]
+  const bool checkpointed = config_.checkpoint_blocks && cache == nullptr && is_training();
   for (size_t l = 0; l < blocks_->size(); ++l) {
-    x = blocks_[l]->as<Block>()->forward(x, cache, static_cast<int64_t>(l));
+    std::shared_ptr<BlockImpl> block = blocks_->ptr<BlockImpl>(l);
+    if (checkpointed) {
+      x = checkpoint([block](const at::Tensor& h) { return block->forward(h); }, x);
+    } else {
+      x = block->forward(x, cache, static_cast<int64_t>(l));
+    }
   }
   if (cache != nullptr) {
     cache->advance(T);
   }
-  // Tied head: logits = norm(x) @ tok.weight^T, [B, T, V].
+  if (last_only) {
+    x = x.select(1, T - 1);  // [B, C]
+  }
+  // Tied head: logits = norm(x) @ tok.weight^T, [B, T, V] (or [B, V]).
   return at::linear(norm_->forward(x), tok_->weight);
 }
 
 torch::Tensor TinyGPTImpl::forward(const torch::Tensor& ids) {
-  return run(ids, nullptr);
+  return run(ids, nullptr, /*last_only=*/false);
 }
 
 torch::Tensor TinyGPTImpl::forward(const torch::Tensor& ids, KVCache& cache) {
-  return run(ids, &cache);
+  return run(ids, &cache, /*last_only=*/false);
+}
+
+torch::Tensor TinyGPTImpl::last_logits(const torch::Tensor& ids, KVCache* cache) {
+  return run(ids, cache, /*last_only=*/true);
 }
 
 KVCache TinyGPTImpl::make_cache(int64_t batch, int64_t capacity, CacheMode mode) const {

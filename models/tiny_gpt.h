@@ -22,8 +22,28 @@ struct TinyGPTConfig {
   int64_t layers = 4;
   int64_t heads = 4;
   int64_t mlp_ratio = 4;
-  double dropout = 0.1;
+  double dropout = 0.1;  // on the embeddings and both residual branches
+  // On the attention weights. 0 by default: LibTorch's fused CPU attention (flash) has no
+  // dropout, so any p > 0 takes the math path, which keeps H x T weights per token for
+  // backward and makes the forward about 2.8x slower.
+  double attention_dropout = 0.0;
+  // Gradient checkpointing: in training with grad mode on, each block keeps only its input
+  // and recomputes its activations during backward (models/checkpoint.h).
+  bool checkpoint_blocks = false;
 };
+
+// Bytes autograd keeps per block and per token for backward when the block is not
+// checkpointed, from the shapes (fp32; C = d_model, M = mlp_ratio * C, H = heads, T the
+// sequence length), as LibTorch 2.x's CPU kernels keep them (checked with saved-tensor hooks):
+//   norm1 input, mean, rstd   C + 2      qkv input                C
+//   proj input                C          norm2 input, mean, rstd  C + 2
+//   fc input                  C          gelu input, out input    2M
+//   attention, flash kernel (attention_dropout 0): the qkv output 3C, log-sum-exp H
+//     (its output is the proj input); math path (attention_dropout > 0): q, k, v 3C and
+//     3 H x T (softmax, dropout noise, dropped weights)
+//   residual dropout (dropout > 0): two noise tensors 2C
+// Checkpointed, a block keeps its input alone: 4C bytes per token.
+int64_t block_saved_bytes_per_token(const TinyGPTConfig& config, int64_t T);
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
@@ -61,13 +81,16 @@ class TinyGPTImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& ids);
   // Decode path: ids [B, t] are the next t positions after cache.length(); logits [B, t, V].
   torch::Tensor forward(const torch::Tensor& ids, KVCache& cache);
+  // Logits [B, V] of the last position only: what generation needs, without the LM head on
+  // every position. `cache` may be null (the whole context is in ids).
+  torch::Tensor last_logits(const torch::Tensor& ids, KVCache* cache);
   // A cache of `capacity` positions for a batch of `batch`, shaped for this model.
   KVCache make_cache(int64_t batch, int64_t capacity, CacheMode mode = CacheMode::kStatic) const;
 
   const TinyGPTConfig& config() const { return config_; }
 
  private:
-  torch::Tensor run(const torch::Tensor& ids, KVCache* cache);
+  torch::Tensor run(const torch::Tensor& ids, KVCache* cache, bool last_only);
 
   TinyGPTConfig config_;
   torch::nn::Embedding tok_{nullptr};

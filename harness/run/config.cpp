@@ -5,21 +5,22 @@
 namespace oomguard::run {
 namespace {
 
-// Budgets: the peaks measured on the default run (train 78.21MiB, evaluate 17.47MiB, generate
-// 13.27MiB; 2-core x86-64, LibTorch 2.15, fp32, peaks include the model and optimizer) plus
-// 25% headroom, rounded up to whole MiB. Measured peaks are in README.md.
+// Budgets: the peaks measured on the default run (train 27.18MiB with gradient checkpointing,
+// evaluate 17.47MiB, generate 13.27MiB; 2-core x86-64, LibTorch 2.15, fp32, peaks include the
+// model and optimizer) plus 25% headroom, rounded up to whole MiB. Peaks are in README.md.
 constexpr const char* kDefault = R"({
   "model": {"d_model": 128, "layers": 4, "heads": 4, "mlp_ratio": 4, "dropout": 0.1,
+            "attention_dropout": 0.0,
             "max_seq_len": 1024},
   "data": {"file": "", "samples": 512, "max_length": 128, "batch_size": 8,
            "long_tail_fraction": 0.03, "long_tail_factor": 6.0},
   "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0},
   "evaluate": {"batches": 8},
   "generate": {"prompts": 4, "prompt_length": 32, "max_new_tokens": 64, "greedy": true,
-               "temperature": 1.0},
-  "budget": {"train": "98MiB", "evaluate": "22MiB", "generate": "17MiB"},
+               "temperature": 1.0, "cache": "static"},
+  "budget": {"train": "34MiB", "evaluate": "22MiB", "generate": "17MiB"},
   "guards": {"no_grad_eval": true, "truncate": true, "max_new_tokens": true, "kv_cap": true,
-             "grad_checkpoint": false, "empty_cache": true},
+             "grad_checkpoint": true, "empty_cache": true},
   "run": {"threads": 0}
 })";
 
@@ -166,6 +167,7 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.model.heads = r.integer("model", "heads", 1, 256);
   c.model.mlp_ratio = r.integer("model", "mlp_ratio", 1, 16);
   c.model.dropout = r.number("model", "dropout", 0.0, 0.9);
+  c.model.attention_dropout = r.number("model", "attention_dropout", 0.0, 0.9);
   c.model.max_seq_len = r.integer("model", "max_seq_len", 2, 65536);
   if (c.model.d_model % c.model.heads != 0) {
     throw ConfigError(
@@ -196,10 +198,17 @@ RunConfig load_config(const nlohmann::json& overrides) {
   for (const GuardInfo& g : guard_table()) {
     c.guards.*g.flag = r.at("guards", g.name).get<bool>();
   }
-  if (c.guards.grad_checkpoint) {
+  c.model.checkpoint_blocks = c.guards.grad_checkpoint;
+  // The kv_cap guard off turns the static cache into one that grows by cat.
+  const std::string cache = r.at("generate", "cache").get<std::string>();
+  if (cache == "static" || (cache == "grow" && !c.guards.kv_cap)) {
+    c.generate.cache = c.guards.kv_cap ? models::CacheMode::kStatic : models::CacheMode::kGrow;
+  } else if (cache == "none") {
+    c.generate.cache = models::CacheMode::kNone;
+  } else {
     throw ConfigError(
-        "config key guards.grad_checkpoint: gradient checkpointing is not built yet; leave it "
-        "false");
+        "config key generate.cache: \"" + cache + "\" is not allowed; use static or none (grow " +
+        "is what the kv_cap guard forbids: add --disable-guard kv_cap)");
   }
   c.threads = r.integer("run", "threads", 0, 1024);
   c.resolved = doc;

@@ -157,6 +157,52 @@ TEST_F(GuardTest, MaxNewTokensKeepsGenerateWithinBudget) {
       "pass");
 }
 
+TEST_F(GuardTest, GradCheckpointKeepsTrainWithinBudget) {
+  EXPECT_EQ(phase(run(short_default(), 0), "train").status, "pass");
+  EXPECT_EQ(
+      phase(run(short_default(guard_off("grad_checkpoint")), 0), "train").status,
+      "budget_exceeded");
+}
+
+// Checkpointed, every block keeps only its input, and backward recomputes one block at a
+// time: the train peak falls by at least (L - 1) blocks' saved activations less the L saved
+// inputs, counted from the shapes (models::block_saved_bytes_per_token). At 8 layers and
+// T = 256 the checkpointed peak is at most 0.45x the plain one.
+TEST_F(GuardTest, GradCheckpointCutsTheTrainPeakByAtLeastThePrediction) {
+  const nlohmann::json deep = {
+      {"model", {{"layers", 8}}},
+      {"data", {{"max_length", 256}}},
+      {"train", {{"steps", 2}}},
+      {"evaluate", {{"batches", 0}}},
+      {"generate", {{"max_new_tokens", 1}}}};
+  nlohmann::json deep_plain = deep;
+  deep_plain.merge_patch(guard_off("grad_checkpoint"));
+  const RunReport with = run(short_default(deep), 0);
+  const RunReport without = run(short_default(deep_plain), 0);
+  const int64_t peak_with = phase(with, "train").memory.peak_allocated_bytes;
+  const int64_t peak_without = phase(without, "train").memory.peak_allocated_bytes;
+
+  const RunConfig config = load_config(short_default(deep));
+  const int64_t L = config.model.layers, C = config.model.d_model;
+  const int64_t tokens = config.batch_size * config.max_length;
+  const int64_t predicted_saving =
+      ((L - 1) * models::block_saved_bytes_per_token(config.model, config.max_length) - L * 4 * C) *
+      tokens;
+  const int64_t saving = peak_without - peak_with;
+  std::printf(
+      "train peak %s plain, %s checkpointed (%.3fx); saving %s, predicted at least %s "
+      "(%.1f%% of the plain peak; measured %.1f%%)\n",
+      memory::format_size(peak_without).c_str(),
+      memory::format_size(peak_with).c_str(),
+      static_cast<double>(peak_with) / static_cast<double>(peak_without),
+      memory::format_size(saving).c_str(),
+      memory::format_size(predicted_saving).c_str(),
+      100.0 * static_cast<double>(predicted_saving) / static_cast<double>(peak_without),
+      100.0 * static_cast<double>(saving) / static_cast<double>(peak_without));
+  EXPECT_GE(saving, predicted_saving);
+  EXPECT_LE(static_cast<double>(peak_with), 0.45 * static_cast<double>(peak_without));
+}
+
 // Structural: the guarded cache holds prompt + max_new_tokens positions and no more.
 TEST_F(GuardTest, KvCapHoldsTheCacheToPromptPlusMaxNewTokens) {
   const RunConfig config = load_config(short_default());

@@ -4,8 +4,10 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "harness/memory/tracking_allocator.h"
 #include "models/tiny_gpt.h"
 #include "tests/support/fixtures.h"
 
@@ -80,6 +82,28 @@ TEST_F(TinyGPTTest, CacheRefusesToGrowPastCapacity) {
   KVCache cache = model->make_cache(1, 4);
   model->forward(at::randint(0, 258, {1, 4}, at::kLong), cache);
   EXPECT_THROW(model->forward(at::randint(0, 258, {1, 1}, at::kLong), cache), c10::Error);
+}
+
+// What one block keeps for backward is what block_saved_bytes_per_token counts from the
+// shapes, on both attention paths (math with attention dropout, flash without).
+TEST_F(TinyGPTTest, BlockKeepsThePredictedBytesForBackward) {
+  auto& meter = memory::TrackingAllocator::instance();
+  for (const auto& [dropout, attention_dropout] :
+       {std::pair{0.1, 0.0}, std::pair{0.1, 0.1}, std::pair{0.0, 0.0}}) {
+    TinyGPTConfig c = small();
+    c.dropout = dropout;
+    c.attention_dropout = attention_dropout;
+    Block block(c);
+    block->train();
+    constexpr int64_t B = 2, T = 24;
+    const auto x = at::randn({B, T, c.d_model}).requires_grad_(true);
+    const int64_t before = meter.stats().allocated_bytes;
+    const auto y = block->forward(x);
+    const auto kept = meter.stats().allocated_bytes - before - static_cast<int64_t>(y.nbytes());
+    // The block's input is counted too (norm1 keeps it), but x was allocated before.
+    EXPECT_EQ(kept + static_cast<int64_t>(x.nbytes()), block_saved_bytes_per_token(c, T) * B * T)
+        << "dropout " << dropout << ", attention dropout " << attention_dropout;
+  }
 }
 
 TEST_F(TinyGPTTest, HeadIsTiedToTheEmbedding) {
