@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <optional>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/argmax.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/multinomial.h>
 #include <ATen/ops/softmax.h>
@@ -49,6 +51,40 @@ Prompts make_prompts(const std::vector<std::string>& samples, const GenerateConf
   return prompts;
 }
 
+// Logits of the last position for the next tokens: through the KV cache, or, with
+// CacheMode::kNone, by running the whole context again (the reference the caches must match).
+class Decoder {
+ public:
+  Decoder(models::TinyGPT& model, int64_t batch, int64_t capacity, models::CacheMode mode)
+      : model_(model), capacity_(capacity) {
+    if (mode != models::CacheMode::kNone) {
+      cache_.emplace(model->make_cache(batch, capacity, mode));
+    }
+  }
+
+  // ids [B, t]: the next t tokens; returns logits [B, V] of the last of them.
+  at::Tensor next(const at::Tensor& ids) {
+    if (cache_) {
+      return model_->last_logits(ids, &*cache_);
+    }
+    TORCH_CHECK(length() + ids.size(1) <= capacity_, "generate: context past capacity ", capacity_);
+    context_ = context_.defined() ? at::cat({context_, ids}, 1) : ids;
+    return model_->last_logits(context_, nullptr);
+  }
+
+  int64_t length() const {
+    return cache_ ? cache_->length() : context_.defined() ? context_.size(1) : 0;
+  }
+  int64_t capacity() const { return capacity_; }
+  int64_t cache_bytes() const { return cache_ ? cache_->nbytes() : 0; }
+
+ private:
+  models::TinyGPT& model_;
+  int64_t capacity_;
+  std::optional<models::KVCache> cache_;
+  at::Tensor context_;  // [B, length] without a cache
+};
+
 }  // namespace
 
 GenerateResult generate(
@@ -63,14 +99,13 @@ GenerateResult generate(
       config.cap_new_tokens
           ? config.max_new_tokens
           : std::clamp(prompts.longest_source - P, int64_t{1}, model->config().max_seq_len - P);
-  models::KVCache cache = model->make_cache(B, P + new_tokens, config.cache);
+  Decoder decoder(model, B, P + new_tokens, config.cache);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(config.seed);
 
   GenerateResult result;
-  result.cache_capacity = cache.capacity();
-  at::Tensor logits = model->forward(prompts.ids, cache);  // [B, P, V]
+  result.cache_capacity = decoder.capacity();
+  at::Tensor last = decoder.next(prompts.ids);  // [B, V]
   for (int64_t i = 0; i < new_tokens; ++i) {
-    at::Tensor last = logits.select(1, -1);  // [B, V]
     at::Tensor next = config.greedy ? last.argmax(-1, /*keepdim=*/true)
                                     : at::multinomial(
                                           at::softmax(last / config.temperature, -1),
@@ -81,11 +116,11 @@ GenerateResult generate(
     result.tokens_generated += B;
     ++result.steps;
     if (i + 1 < new_tokens) {
-      logits = model->forward(next, cache);
+      last = decoder.next(next);
     }
   }
-  result.max_sequence_length = cache.length() + 1;
-  result.cache_bytes = cache.nbytes();
+  result.max_sequence_length = decoder.length() + 1;
+  result.cache_bytes = decoder.cache_bytes();
   model->train();
   return result;
 }

@@ -57,7 +57,8 @@ struct GenerateConfig {
   // The `max_new_tokens` guard. Off: each prompt goes on until its source sample would end,
   // so a long-tail sample generates long, bounded only by the model's max_seq_len.
   bool cap_new_tokens = true;
-  // The `kv_cap` guard: a static cache sized once; kGrow reproduces torch::cat growth.
+  // generate.cache: a static cache sized once (the `kv_cap` guard), torch::cat growth
+  // (kGrow, what the guard switched off does) or no cache, the whole context run every step.
   models::CacheMode cache = models::CacheMode::kStatic;
 };
 struct GenerateResult {
@@ -68,7 +69,7 @@ struct GenerateResult {
   int64_t cache_bytes = 0;             // what the KV cache held at the end
   std::vector<int64_t> sample_tokens;  // the tokens generated for the first prompt
 };
-// Batched decoding with a KV cache of prompt_length + max_new_tokens positions.
+// Batched decoding with a KV cache (or none) of prompt_length + max_new_tokens positions.
 // Prompts are the first prompt_length bytes of `samples` long enough to give them.
 GenerateResult generate(
     models::TinyGPT& model, const std::vector<std::string>& samples, const GenerateConfig& config);

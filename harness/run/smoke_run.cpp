@@ -144,7 +144,6 @@ void run_phases(
     phases::GenerateConfig g = config.generate;
     g.seed = options.seed;
     g.cap_new_tokens = config.guards.max_new_tokens;
-    g.cache = config.guards.kv_cap ? models::CacheMode::kStatic : models::CacheMode::kGrow;
     auto r = phases::generate(model, samples, g);
     p.steps = r.steps;
     p.results["tokens_generated"] = r.tokens_generated;

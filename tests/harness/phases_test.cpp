@@ -74,5 +74,37 @@ TEST_F(PhaseBudgetTest, SmokeLossFallsAndGreedyGenerationRepeats) {
   EXPECT_EQ(a.phases[2].results["sample_tokens"].size(), 8u);
 }
 
+// Checkpointing replays the dropout masks: the losses agree step by step.
+TEST_F(PhaseBudgetTest, CheckpointedTrainingLosesWhatPlainTrainingLoses) {
+  const nlohmann::json steps = {{"train", {{"steps", 6}}}};
+  nlohmann::json plain = steps;
+  plain["guards"] = {{"grad_checkpoint", false}};
+  const auto a = smoke_run(testing::small_config(steps), meter(), RunOptions{});
+  const auto b = smoke_run(testing::small_config(plain), meter(), RunOptions{});
+  const auto& la = a.phases[0].results["losses"];
+  const auto& lb = b.phases[0].results["losses"];
+  ASSERT_EQ(la.size(), 6u);
+  ASSERT_EQ(lb.size(), 6u);
+  for (size_t i = 0; i < la.size(); ++i)
+    EXPECT_NEAR(la[i].get<double>(), lb[i].get<double>(), 1e-5 * lb[i].get<double>()) << i;
+}
+
+// The static cache, the grow cache and full recomputation decode the same greedy tokens.
+TEST_F(PhaseBudgetTest, EveryCacheModeDecodesTheSameTokens) {
+  const nlohmann::json generate = {{"generate", {{"max_new_tokens", 24}}}};
+  nlohmann::json none = generate, grow = generate;
+  none["generate"]["cache"] = "none";
+  grow["guards"] = {{"kv_cap", false}};
+  const auto tokens = [&](const nlohmann::json& doc) {
+    return smoke_run(testing::small_config(doc), meter(), RunOptions{})
+        .phases[2]
+        .results["sample_tokens"];
+  };
+  const auto reference = tokens(none);
+  EXPECT_EQ(reference.size(), 24u);
+  EXPECT_EQ(tokens(generate), reference);
+  EXPECT_EQ(tokens(grow), reference);
+}
+
 }  // namespace
 }  // namespace oomguard::run
