@@ -50,6 +50,7 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   }
   raise_peak(peak_, now);
   num_allocs_.fetch_add(1, std::memory_order_relaxed);
+  total_allocated_.fetch_add(n, std::memory_order_relaxed);
   std::memcpy(base, &n, sizeof(n));
   void* data = static_cast<char*>(base) + kHeader;
   // The context equals the data pointer: oneDNN's raw_allocate relies on it.

@@ -28,6 +28,9 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   void set_capacity(int64_t bytes) { capacity_.store(bytes); }
   int64_t capacity() const { return capacity_.load(); }
   int64_t num_allocations() const { return num_allocs_.load(); }
+  // Every byte ever handed out, freed or not: what allocation churn costs (CUDA's
+  // allocated_bytes.all.allocated).
+  int64_t total_allocated_bytes() const { return total_allocated_.load(); }
 
  private:
   TrackingAllocator() = default;
@@ -38,6 +41,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> capacity_{0};
   std::atomic<int64_t> num_allocs_{0};
+  std::atomic<int64_t> total_allocated_{0};
   std::atomic<int64_t> num_ooms_{0};
 };
 

@@ -56,6 +56,7 @@ using TrackingAllocatorTest = testing::TrackedFixture;
 
 TEST_F(TrackingAllocatorTest, CountsKnownAllocationsExactly) {
   const int64_t before = meter().stats().allocated_bytes;
+  const int64_t total_before = meter().total_allocated_bytes();
   meter().reset_peak();
   {
     auto a = at::empty({1000}, at::kFloat);  // 4000 bytes
@@ -64,6 +65,7 @@ TEST_F(TrackingAllocatorTest, CountsKnownAllocationsExactly) {
   }
   EXPECT_EQ(meter().stats().allocated_bytes, before);
   EXPECT_EQ(meter().stats().peak_allocated_bytes - before, 4080);
+  EXPECT_EQ(meter().total_allocated_bytes() - total_before, 4080);
 }
 
 TEST_F(TrackingAllocatorTest, CountsExactlyFromSeveralThreads) {

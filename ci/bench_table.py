@@ -1,0 +1,77 @@
+"""Medians and target ratios from oomguard_bench's Google Benchmark JSON, as Markdown.
+
+bench_table.py TIMES_JSON MEMORY_JSON: times and counters are the medians over the
+repetitions of TIMES_JSON; peak bytes (max_bytes_used) come from the single-repetition
+MEMORY_JSON (see ci/run-bench.sh for why)."""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def medians(doc, memory):
+    memory_fields = {b["run_name"]: b for b in memory["benchmarks"]
+                     if b.get("run_type") == "iteration"}
+    runs = defaultdict(list)
+    for b in doc["benchmarks"]:
+        if b.get("run_type") == "iteration":
+            runs[b["run_name"]].append(b)
+    out = {}
+    for name, reps in runs.items():
+        row = {"time_ms": statistics.median(r["real_time"] for r in reps) *
+               {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[reps[0]["time_unit"]],
+               "repetitions": len(reps)}
+        values = [r["tokens_per_second"] for r in reps if "tokens_per_second" in r]
+        if values:
+            row["tokens_per_second"] = statistics.median(values)
+        for key in ("max_bytes_used", "total_allocated_bytes"):
+            if key in memory_fields.get(name, {}):
+                row[key] = memory_fields[name][key]
+        out[name] = row
+    return out
+
+
+def ratio(rows, a, b, key, target, better):
+    if a not in rows or b not in rows or key not in rows[a] or key not in rows[b]:
+        return None
+    value = rows[a][key] / rows[b][key]
+    met = value <= target if better == "lower" else value >= target
+    return value, met
+
+
+def main(times_path, memory_path):
+    doc = json.load(open(times_path))
+    rows = medians(doc, json.load(open(memory_path)))
+    ctx = doc["context"]
+    print(f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
+          f"{ctx.get('date')}; medians of the repetitions.\n")
+    print("| benchmark | repetitions | median time (ms) | tokens/s | peak above start "
+          "| allocated per iteration |")
+    print("|---|---|---|---|---|---|")
+    for name, r in sorted(rows.items()):
+        tps = f"{r['tokens_per_second']:.0f}" if "tokens_per_second" in r else ""
+        mem = f"{r['max_bytes_used'] / 2**20:.2f} MiB" if "max_bytes_used" in r else ""
+        total = (f"{r['total_allocated_bytes'] / 2**20:.1f} MiB"
+                 if "total_allocated_bytes" in r else "")
+        print(f"| {name} | {r['repetitions']} | {r['time_ms']:.2f} | {tps} | {mem} | {total} |")
+    ckpt, plain = "BM_TrainStepCheckpoint/checkpoint:1", "BM_TrainStepCheckpoint/checkpoint:0"
+    static, grow, none = ("BM_DecodeCache/cache:0", "BM_DecodeCache/cache:1",
+                          "BM_DecodeCache/cache:2")
+    targets = [
+        ("checkpointed / plain train step time", ratio(rows, ckpt, plain, "time_ms", 1.35, "lower"), "<= 1.35"),
+        ("checkpointed / plain train step peak", ratio(rows, ckpt, plain, "max_bytes_used", 0.45, "lower"), "<= 0.45"),
+        ("static / none decode tokens/s", ratio(rows, static, none, "tokens_per_second", 8.0, "higher"), ">= 8"),
+        ("static / grow decode tokens/s", ratio(rows, static, grow, "tokens_per_second", 1.0, "higher"), ">= 1"),
+        ("static / grow decode peak", ratio(rows, static, grow, "max_bytes_used", 1.0, "lower"), "< 1"),
+        ("static / grow bytes allocated per decode", ratio(rows, static, grow, "total_allocated_bytes", 1.0, "lower"), "(churn)"),
+    ]
+    print("\n| ratio | measured | target | met |")
+    print("|---|---|---|---|")
+    for label, result, target in targets:
+        if result is not None:
+            met = "" if target.startswith("(") else ("yes" if result[1] else "no")
+            print(f"| {label} | {result[0]:.3f} | {target} | {met} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
