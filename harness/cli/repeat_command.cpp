@@ -122,16 +122,6 @@ void write_text(const std::string& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-void check_writable(const std::string& path, const char* option) {
-  if (path.empty())
-    return;
-  std::ofstream out(path + ".tmp");
-  if (!out)
-    throw run::ConfigError(std::string(option) + " " + path + ": cannot be written");
-  out.close();
-  fs::remove(path + ".tmp");
-}
-
 // The table, the failure rate and its interval, the peak spread and the worst seed.
 void print_summary(const Summary& summary) {
   std::vector<std::string> phases;

@@ -28,15 +28,6 @@ nlohmann::json read_config_file(const std::string& path) {
   return doc;
 }
 
-void check_writable(const std::string& path) {
-  const std::string probe = path + ".tmp";
-  std::ofstream out(probe);
-  if (!out)
-    throw run::ConfigError("--report " + path + ": cannot be written");
-  out.close();
-  std::remove(probe.c_str());
-}
-
 double headroom_percent(const run::PhaseReport& p) {
   return 100.0 * static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
          static_cast<double>(p.budget_bytes);
@@ -75,6 +66,17 @@ std::string disabled_guards(const run::Guards& guards) {
 }
 
 }  // namespace
+
+void check_writable(const std::string& path, const char* option) {
+  if (path.empty())
+    return;
+  const std::string probe = path + ".tmp";
+  std::ofstream out(probe);
+  if (!out)
+    throw run::ConfigError(std::string(option) + " " + path + ": cannot be written");
+  out.close();
+  std::remove(probe.c_str());
+}
 
 void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--config", args.config_file, "JSON config; the embedded default otherwise")
@@ -134,8 +136,7 @@ int run_command(const RunArgs& args) {
         card.note + "), context reserve " + memory::format_size(card.context_bytes) +
         " -> capacity " + memory::format_size(resolved.capacity_bytes));
   }
-  if (!args.report_file.empty())
-    check_writable(args.report_file);
+  check_writable(args.report_file, "--report");
 
   const int threads = config.threads > 0 ? static_cast<int>(config.threads)
                                          : static_cast<int>(std::thread::hardware_concurrency());

@@ -28,6 +28,10 @@ struct ResolvedRun {
 // the run; throws run::ConfigError or std::invalid_argument naming the bad input.
 ResolvedRun resolve_run(const RunArgs& args);
 
+// Throws run::ConfigError naming `option` when `path` cannot be written (checked by writing
+// and removing path + ".tmp", the name atomic writes use). An empty path passes.
+void check_writable(const std::string& path, const char* option);
+
 // The whole run: returns the exit code.
 int run_command(const RunArgs& args);
 

@@ -63,12 +63,8 @@ TEST_F(CheckpointTest, LeavesTheGeneratorWhereAPlainRunWould) {
 }
 
 TinyGPTConfig config(bool checkpoint_blocks) {
-  TinyGPTConfig c;
-  c.d_model = 32;
+  TinyGPTConfig c = testing::small_model_config();
   c.layers = 3;
-  c.heads = 4;
-  c.max_seq_len = 64;
-  c.dropout = 0.1;
   c.attention_dropout = 0.1;  // the random draws inside attention must replay too
   c.checkpoint_blocks = checkpoint_blocks;
   return c;

@@ -16,24 +16,14 @@ namespace {
 
 using TinyGPTTest = testing::SeedingFixture;
 
-TinyGPTConfig small() {
-  TinyGPTConfig c;
-  c.d_model = 32;
-  c.layers = 2;
-  c.heads = 4;
-  c.max_seq_len = 64;
-  c.dropout = 0.1;
-  return c;
-}
-
 TEST_F(TinyGPTTest, ForwardGivesLogitsOverTheVocabulary) {
-  TinyGPT model(small());
+  TinyGPT model(testing::small_model_config());
   const auto ids = at::randint(0, 258, {2, 10}, at::kLong);
   EXPECT_EQ(model->forward(ids).sizes(), (c10::IntArrayRef{2, 10, 258}));
 }
 
 TEST_F(TinyGPTTest, CachedDecodeEqualsFullForward) {
-  TinyGPT model(small());
+  TinyGPT model(testing::small_model_config());
   model->eval();
   torch::NoGradGuard no_grad;
   const auto ids = at::randint(0, 258, {3, 20}, at::kLong);
@@ -52,7 +42,7 @@ TEST_F(TinyGPTTest, CachedDecodeEqualsFullForward) {
 // The kv_cap guard's structural check: a static cache keeps one buffer for its whole life; the
 // grow cache (the guard off) reallocates every step. Both decode the same logits.
 TEST_F(TinyGPTTest, StaticCacheNeverReallocatesWhileGrowCacheDoes) {
-  TinyGPT model(small());
+  TinyGPT model(testing::small_model_config());
   model->eval();
   torch::NoGradGuard no_grad;
   const auto ids = at::randint(0, 258, {2, 12}, at::kLong);
@@ -76,7 +66,7 @@ TEST_F(TinyGPTTest, StaticCacheNeverReallocatesWhileGrowCacheDoes) {
 }
 
 TEST_F(TinyGPTTest, CacheRefusesToGrowPastCapacity) {
-  TinyGPT model(small());
+  TinyGPT model(testing::small_model_config());
   model->eval();
   torch::NoGradGuard no_grad;
   KVCache cache = model->make_cache(1, 4);
@@ -90,7 +80,7 @@ TEST_F(TinyGPTTest, BlockKeepsThePredictedBytesForBackward) {
   auto& meter = memory::TrackingAllocator::instance();
   for (const auto& [dropout, attention_dropout] :
        {std::pair{0.1, 0.0}, std::pair{0.1, 0.1}, std::pair{0.0, 0.0}}) {
-    TinyGPTConfig c = small();
+    TinyGPTConfig c = testing::small_model_config();
     c.dropout = dropout;
     c.attention_dropout = attention_dropout;
     Block block(c);
@@ -107,7 +97,7 @@ TEST_F(TinyGPTTest, BlockKeepsThePredictedBytesForBackward) {
 }
 
 TEST_F(TinyGPTTest, HeadIsTiedToTheEmbedding) {
-  TinyGPT model(small());
+  TinyGPT model(testing::small_model_config());
   const auto params = model->named_parameters();
   for (const auto& p : params)
     EXPECT_EQ(p.key().find("head"), std::string::npos);

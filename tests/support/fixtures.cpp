@@ -24,6 +24,16 @@ void TrackedFixture::TearDown() {
   meter().set_capacity(0);
 }
 
+models::TinyGPTConfig small_model_config() {
+  models::TinyGPTConfig c;
+  c.d_model = 32;
+  c.layers = 2;
+  c.heads = 4;
+  c.max_seq_len = 64;
+  c.dropout = 0.1;
+  return c;
+}
+
 run::RunConfig small_config(const nlohmann::json& extra) {
   nlohmann::json doc = {
       {"model", {{"d_model", 32}, {"layers", 2}, {"heads", 2}}},

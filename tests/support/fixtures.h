@@ -21,6 +21,10 @@ class TrackedFixture : public SeedingFixture {
   memory::TrackingAllocator& meter() { return memory::TrackingAllocator::instance(); }
 };
 
+// A TinyGPT small enough for unit tests: d_model 32, 2 layers, 4 heads, 64 positions,
+// dropout 0.1.
+models::TinyGPTConfig small_model_config();
+
 // A config small enough for unit tests, built from the default with overrides.
 run::RunConfig small_config(const nlohmann::json& extra = nlohmann::json::object());
 
