@@ -21,9 +21,10 @@ def medians(doc, memory):
         row = {"time_ms": statistics.median(r["real_time"] for r in reps) *
                {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[reps[0]["time_unit"]],
                "repetitions": len(reps)}
-        values = [r["tokens_per_second"] for r in reps if "tokens_per_second" in r]
-        if values:
-            row["tokens_per_second"] = statistics.median(values)
+        for key in ("tokens_per_second", "gflops", "bytes_per_second", "weight_bytes"):
+            values = [r[key] for r in reps if key in r]
+            if values:
+                row[key] = statistics.median(values)
         for key in ("max_bytes_used", "total_allocated_bytes"):
             if key in memory_fields.get(name, {}):
                 row[key] = memory_fields[name][key]
@@ -31,12 +32,25 @@ def medians(doc, memory):
     return out
 
 
-def ratio(rows, a, b, key, target, better):
-    if a not in rows or b not in rows or key not in rows[a] or key not in rows[b]:
+def ratio(rows, a, b, key, target, better, key_b=None):
+    key_b = key_b or key
+    if a not in rows or b not in rows or key not in rows[a] or key_b not in rows[b]:
         return None
-    value = rows[a][key] / rows[b][key]
-    met = value <= target if better == "lower" else value >= target
-    return value, met
+    return judged(rows[a][key] / rows[b][key_b], target, better)
+
+
+def judged(value, target, better):
+    return value, (value <= target if better == "lower" else value >= target)
+
+
+def decode_floor_ratio(rows):
+    """BM_Decode's time per token over the time to read every weight once at the measured
+    copy bandwidth."""
+    decode, copy = rows.get("BM_Decode"), rows.get("BM_MemoryBandwidth")
+    if not decode or not copy or "weight_bytes" not in decode or "bytes_per_second" not in copy:
+        return None
+    floor_ms = decode["weight_bytes"] / copy["bytes_per_second"] * 1e3
+    return judged(decode["time_ms"] / floor_ms, 3.0, "lower")
 
 
 def main(times_path, memory_path):
@@ -45,19 +59,28 @@ def main(times_path, memory_path):
     ctx = doc["context"]
     print(f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
           f"{ctx.get('date')}; medians of the repetitions.\n")
-    print("| benchmark | repetitions | median time (ms) | tokens/s | peak above start "
-          "| allocated per iteration |")
-    print("|---|---|---|---|---|---|")
+    print("| benchmark | repetitions | median time (ms) | tokens/s | GFLOP/s or GB/s "
+          "| peak above start | allocated per iteration |")
+    print("|---|---|---|---|---|---|---|")
     for name, r in sorted(rows.items()):
         tps = f"{r['tokens_per_second']:.0f}" if "tokens_per_second" in r else ""
+        rate = (f"{r['gflops']:.1f} GFLOP/s" if "gflops" in r else
+                f"{r['bytes_per_second'] / 1e9:.1f} GB/s" if "bytes_per_second" in r else "")
         mem = f"{r['max_bytes_used'] / 2**20:.2f} MiB" if "max_bytes_used" in r else ""
         total = (f"{r['total_allocated_bytes'] / 2**20:.1f} MiB"
                  if "total_allocated_bytes" in r else "")
-        print(f"| {name} | {r['repetitions']} | {r['time_ms']:.2f} | {tps} | {mem} | {total} |")
+        print(f"| {name} | {r['repetitions']} | {r['time_ms']:.3f} | {tps} | {rate} | {mem} "
+              f"| {total} |")
     ckpt, plain = "BM_TrainStepCheckpoint/checkpoint:1", "BM_TrainStepCheckpoint/checkpoint:0"
     static, grow, none = ("BM_DecodeCache/cache:0", "BM_DecodeCache/cache:1",
                           "BM_DecodeCache/cache:2")
+    gemm = "BM_GemmCeiling/M:1024/K:1024/N:1024"
     targets = [
+        ("train step GFLOP/s / GEMM 1024^3 GFLOP/s", ratio(rows, "BM_TrainStep", gemm, "gflops", 0.80, "higher"), ">= 0.80"),
+        ("train step GFLOP/s / GEMM at the fc layer's shape", ratio(rows, "BM_TrainStep", "BM_GemmCeiling/M:2048/K:384/N:1536", "gflops", 0.80, "higher"), "(reference)"),
+        ("tracked / untracked train step time", ratio(rows, "BM_TrainStep", "BM_TrainStepUntracked", "time_ms", 1.02, "lower"), "<= 1.02"),
+        ("decode time per token / weight-read floor", decode_floor_ratio(rows), "<= 3"),
+        ("collate tokens/s / train step tokens/s", ratio(rows, "BM_Collate", "BM_TrainStep", "tokens_per_second", 100.0, "higher"), ">= 100"),
         ("checkpointed / plain train step time", ratio(rows, ckpt, plain, "time_ms", 1.35, "lower"), "<= 1.35"),
         ("checkpointed / plain train step peak", ratio(rows, ckpt, plain, "max_bytes_used", 0.45, "lower"), "<= 0.45"),
         ("static / none decode tokens/s", ratio(rows, static, none, "tokens_per_second", 8.0, "higher"), ">= 8"),

@@ -28,6 +28,9 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   void set_capacity(int64_t bytes) { capacity_.store(bytes); }
   int64_t capacity() const { return capacity_.load(); }
   int64_t num_allocations() const { return num_allocs_.load(); }
+  // Off: allocations go straight to c10's CPU allocator, uncounted and unchecked, as without
+  // oomguard (what the meter costs is measured against this).
+  void set_counting(bool on) { counting_.store(on); }
   // Every byte ever handed out, freed or not: what allocation churn costs (CUDA's
   // allocated_bytes.all.allocated).
   int64_t total_allocated_bytes() const { return total_allocated_.load(); }
@@ -42,6 +45,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   std::atomic<int64_t> capacity_{0};
   std::atomic<int64_t> num_allocs_{0};
   std::atomic<int64_t> total_allocated_{0};
+  std::atomic<bool> counting_{true};
   std::atomic<int64_t> num_ooms_{0};
 };
 

@@ -87,6 +87,18 @@ TEST_F(TrackingAllocatorTest, CountsExactlyFromSeveralThreads) {
   EXPECT_EQ(meter().stats().allocated_bytes, before);
 }
 
+TEST_F(TrackingAllocatorTest, UncountedAllocationsLeaveTheCountsAlone) {
+  const int64_t before = meter().stats().allocated_bytes;
+  auto counted = at::empty({256}, at::kFloat);  // 1 KiB, counted
+  meter().set_counting(false);
+  auto uncounted = at::empty({1024}, at::kFloat);
+  EXPECT_EQ(meter().stats().allocated_bytes - before, 1024);
+  counted.reset();  // freed while off: still subtracts what it added
+  meter().set_counting(true);
+  uncounted.reset();  // freed while on: it added nothing, subtracts nothing
+  EXPECT_EQ(meter().stats().allocated_bytes, before);
+}
+
 TEST_F(TrackingAllocatorTest, EmulatedCapacityThrowsPyTorchsOom) {
   meter().set_capacity(meter().stats().allocated_bytes + (1 << 20));
   auto fits = at::empty({1 << 18}, at::kFloat);  // exactly 1 MiB
