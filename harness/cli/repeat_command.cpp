@@ -1,6 +1,7 @@
 #include "harness/cli/repeat_command.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/run_command.h"
+#include "harness/interrupt.h"
 #include "harness/memory/sizes.h"
 #include "harness/repeat/flake_stats.h"
 #include "harness/repeat/summary.h"
@@ -244,8 +246,12 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
   summary.plan = plan;
   std::map<pid_t, Child> running;
   size_t next = 0;
-  while (next < seeds.size() || !running.empty()) {
-    while (next < seeds.size() && static_cast<int64_t>(running.size()) < args.jobs) {
+  // Interrupted: no new runs; the running ones are told (SIGTERM) and end with their reports.
+  install_interrupt_handlers();
+  bool told = false;
+  while ((next < seeds.size() && !interrupt_requested()) || !running.empty()) {
+    while (!interrupt_requested() && next < seeds.size() &&
+           static_cast<int64_t>(running.size()) < args.jobs) {
       const uint64_t seed = seeds[next++];
       const std::string stem = "seed-" + std::to_string(seed);
       fs::remove(dir / (stem + ".json"));
@@ -259,8 +265,17 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
       argv.insert(argv.end(), plan.run_args.begin(), plan.run_args.end());
       running[spawn_run(argv, dir / (stem + ".log"))] = {seed, std::chrono::steady_clock::now()};
     }
+    if (interrupt_requested() && !told) {
+      for (const auto& entry : running)
+        kill(entry.first, SIGTERM);
+      told = true;
+    }
+    if (running.empty())
+      continue;
     int status = 0;
     const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0 && errno == EINTR)
+      continue;
     if (pid < 0)
       throw std::runtime_error("repeat: waitpid failed: " + std::string(std::strerror(errno)));
     const auto found = running.find(pid);
@@ -292,7 +307,12 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
   });
   if (!keep)
     fs::remove_all(dir);
-  return finish(summary, args.report_file, args.junit_file);
+  const int code = finish(summary, args.report_file, args.junit_file);
+  if (interrupt_requested()) {
+    std::printf("interrupted: %zu of %zu runs finished\n", summary.iterations.size(), seeds.size());
+    return kExitInterrupted;
+  }
+  return code;
 }
 
 int merge_command(const MergeArgs& args) {

@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include "harness/cli/exit_codes.h"
+#include "harness/interrupt.h"
 #include "harness/log.h"
 #include "harness/memory/cards.h"
 #include "harness/memory/sizes.h"
@@ -161,15 +162,21 @@ int run_command(const RunArgs& args) {
         " peak=" + memory::format_size(p.memory.peak_allocated_bytes) + " budget=" +
         memory::format_size(p.budget_bytes) + " headroom=" + pct + " status=" + p.status);
   };
+  install_interrupt_handlers();
   const run::RunReport report = run::smoke_run(config, meter, options);
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
+  }
+  if (report.outcome == "interrupted") {
+    log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);
   }
   if (!args.report_file.empty())
     run::write_report(report, args.report_file);
   print_table(report);
   if (report.outcome == "oom")
     return kExitOom;
+  if (report.outcome == "interrupted")
+    return kExitInterrupted;
   return report.outcome == "pass" ? kExitPass : kExitBudget;
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/ops/cross_entropy_loss.h>
 #include <c10/core/GradMode.h>
 
+#include "harness/interrupt.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {
@@ -19,6 +20,7 @@ EvaluateResult evaluate(
   result.steps = config.batches;
   double loss_sum = 0.0;
   for (int64_t step = 0; step < config.batches; ++step) {
+    throw_if_interrupted();
     const data::Batch batch = loader.next();
     result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]

@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "data/tokenizer.h"
+#include "harness/interrupt.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {
@@ -106,6 +107,7 @@ GenerateResult generate(
   result.cache_capacity = decoder.capacity();
   at::Tensor last = decoder.next(prompts.ids);  // [B, V]
   for (int64_t i = 0; i < new_tokens; ++i) {
+    throw_if_interrupted();
     at::Tensor next = config.greedy ? last.argmax(-1, /*keepdim=*/true)
                                     : at::multinomial(
                                           at::softmax(last / config.temperature, -1),

@@ -3,6 +3,7 @@
 #include <ATen/ops/cross_entropy_loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
+#include "harness/interrupt.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {
@@ -16,6 +17,7 @@ TrainResult train(
   TrainResult result;
   result.losses.reserve(static_cast<size_t>(config.steps));
   for (int64_t step = 0; step < config.steps; ++step) {
+    throw_if_interrupted();
     const data::Batch batch = loader.next();
     result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]

@@ -11,6 +11,7 @@
 
 #include "data/text_source.h"
 #include "data/tokenizer.h"
+#include "harness/interrupt.h"
 #include "harness/memory/tracking_allocator.h"
 
 namespace oomguard::run {
@@ -36,7 +37,8 @@ OomReport make_oom_report(const std::string& phase, const c10::OutOfMemoryError&
   return {phase, requested, std::move(message)};
 }
 
-// Runs `body` as phase `name` inside a PhaseScope; returns false on OOM (recorded in report).
+// Runs `body` as phase `name` inside a PhaseScope; returns false when it ended the run: an
+// OOM (recorded in the report) or an interruption.
 template <typename Body>
 bool run_phase(
     const char* name,
@@ -48,19 +50,21 @@ bool run_phase(
   PhaseReport& phase = report.phases.emplace_back();
   phase.memory.name = name;
   phase.budget_bytes = budget;
-  bool oom = false;
+  std::string ended;  // "oom" or "interrupted" when the phase ended the run
   {
     memory::PhaseScope scope(meter, phase.memory);
     try {
       body(phase);
     } catch (const c10::OutOfMemoryError& e) {
-      oom = true;
+      ended = "oom";
       report.oom = make_oom_report(name, e);
+    } catch (const Interrupted&) {
+      ended = "interrupted";
     }
   }
-  if (oom) {
-    phase.status = "oom";
-    report.outcome = "oom";
+  if (!ended.empty()) {
+    phase.status = ended;
+    report.outcome = ended;
   } else if (phase.memory.peak_allocated_bytes > budget) {
     phase.status = "budget_exceeded";
     report.outcome = "budget_exceeded";
@@ -69,7 +73,7 @@ bool run_phase(
   }
   if (options.on_phase)
     options.on_phase(phase);
-  return !oom;
+  return ended.empty();
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ namespace oomguard::run {
 
 struct PhaseReport {
   memory::PhaseMemory memory;
-  std::string status = "not_run";  // pass, budget_exceeded, oom, not_run
+  std::string status = "not_run";  // pass, budget_exceeded, oom, interrupted, not_run
   int64_t budget_bytes = 0;
   int64_t steps = 0;
   nlohmann::json results = nlohmann::json::object();  // the phase's own figures
@@ -29,7 +29,7 @@ struct OomReport {
 };
 
 struct RunReport {
-  std::string outcome = "pass";  // pass, budget_exceeded, oom
+  std::string outcome = "pass";  // pass, budget_exceeded, oom, interrupted
   uint64_t seed = 0;
   std::string device = "cpu";
   int64_t capacity_bytes = 0;

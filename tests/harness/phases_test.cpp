@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "data/tokenizer.h"
+#include "harness/interrupt.h"
 #include "harness/memory/sizes.h"
 #include "tests/support/fixtures.h"
 
@@ -104,6 +106,65 @@ TEST_F(PhaseBudgetTest, EveryCacheModeDecodesTheSameTokens) {
   EXPECT_EQ(reference.size(), 24u);
   EXPECT_EQ(tokens(generate), reference);
   EXPECT_EQ(tokens(grow), reference);
+}
+
+// The same seed and thread count give bitwise-identical losses and identical peaks; another
+// seed gives other data, so other losses.
+TEST_F(PhaseBudgetTest, SameSeedRepeatsBitwise) {
+  const RunConfig config = testing::small_config({{"train", {{"steps", 5}}}});
+  RunOptions options;
+  options.seed = 3;
+  const RunReport reference = smoke_run(config, meter(), options);
+  ASSERT_EQ(reference.outcome, "pass");
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    const RunReport again = smoke_run(config, meter(), options);
+    ASSERT_EQ(again.phases.size(), reference.phases.size());
+    EXPECT_EQ(again.phases[0].results["losses"], reference.phases[0].results["losses"]) << repeat;
+    for (size_t i = 0; i < again.phases.size(); ++i)
+      EXPECT_EQ(
+          again.phases[i].memory.peak_allocated_bytes,
+          reference.phases[i].memory.peak_allocated_bytes)
+          << again.phases[i].memory.name << ", repeat " << repeat;
+  }
+  options.seed = 4;
+  EXPECT_NE(
+      smoke_run(config, meter(), options).phases[0].results["losses"],
+      reference.phases[0].results["losses"]);
+}
+
+// In the spirit of PyTorch's leak check: each phase gives back what it allocated, except what
+// it legitimately keeps (train: AdamW's two moments per parameter), and a run leaves nothing.
+TEST_F(PhaseBudgetTest, PhasesGiveBackWhatTheyAllocate) {
+  const RunConfig config = testing::small_config();
+  models::TinyGPTConfig model_config = config.model;
+  model_config.vocab_size = data::kVocabSize;
+  int64_t param_bytes = 0;
+  for (const auto& p : models::TinyGPT(model_config)->parameters())
+    param_bytes += static_cast<int64_t>(p.nbytes());
+  const int64_t before = meter().stats().allocated_bytes;
+  for (int run = 0; run < 3; ++run) {
+    const RunReport report = smoke_run(config, meter(), RunOptions{});
+    ASSERT_EQ(report.phases.size(), 3u);
+    const auto kept = [&](size_t i) {
+      return report.phases[i].memory.end_allocated_bytes -
+             report.phases[i].memory.start_allocated_bytes;
+    };
+    EXPECT_EQ(kept(0), 2 * param_bytes) << "train keeps exp_avg and exp_avg_sq only";
+    EXPECT_EQ(kept(1), 0) << "evaluate";
+    EXPECT_EQ(kept(2), 0) << "generate";
+    EXPECT_EQ(meter().stats().allocated_bytes, before) << "after run " << run;
+  }
+}
+
+TEST_F(PhaseBudgetTest, InterruptionEndsTheRunInItsPhase) {
+  request_interrupt();  // as SIGINT or SIGTERM would
+  const RunReport report = smoke_run(testing::small_config(), meter(), RunOptions{});
+  clear_interrupt();
+  EXPECT_EQ(report.outcome, "interrupted");
+  ASSERT_EQ(report.phases.size(), 1u);
+  EXPECT_EQ(report.phases[0].status, "interrupted");
+  EXPECT_EQ(
+      report.phases[0].memory.end_allocated_bytes, report.phases[0].memory.start_allocated_bytes);
 }
 
 }  // namespace
