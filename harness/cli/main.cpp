@@ -46,8 +46,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitUsage;
+    if (e.get_exit_code() == 0)
+      return app.exit(e);  // --help
+    // One line naming the bad input, like every other usage error.
+    std::fprintf(stderr, "oomguard: %s; see --help\n", e.what());
+    return kExitUsage;
   }
   try {
     if (*run)

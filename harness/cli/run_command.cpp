@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "data/text_source.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
@@ -113,6 +114,9 @@ ResolvedRun resolve_run(const RunArgs& args) {
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
   ResolvedRun resolved{run::load_config(overrides), 0};
+  // A bad data file is a usage error too: found here, before anything runs.
+  if (!resolved.config.data_file.empty())
+    data::read_samples(resolved.config.data_file);
   if (args.device == "cuda")
     throw run::ConfigError("--device cuda: this build measures CPU runs only so far; use cpu");
   if (!args.card.empty())

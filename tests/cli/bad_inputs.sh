@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bad_inputs.sh OOMGUARD: every bad input exits 2 with one line on stderr that names it,
+# before anything runs.
+set -u
+cli=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+printf '{"model": ' > "$dir/malformed.json"
+: > "$dir/empty.txt"
+printf 'one\0two\n' > "$dir/binary.txt"
+printf '{"text": "one"}\n{"body": "two"}\n' > "$dir/no_text.jsonl"
+
+# expected stderr part | arguments
+cases=(
+  "malformed JSON|run --config $dir/malformed.json"
+  "model.nope|run --set model.nope=1"
+  "train.steps|run --set train.steps=ten"
+  "model.d_model|run --set model.d_model=0"
+  "data.batch_size|run --set data.batch_size=-1"
+  "model.layers|run --set model.layers=100000"
+  "model.heads|run --set model.heads=3"
+  "data.max_length|run --set data.max_length=1"
+  "12XB|run --capacity 12XB"
+  "budget.train|run --set budget.train=lots"
+  "nograd|run --disable-guard nograd"
+  "v100|run --card v100"
+  "tpu|run --device tpu"
+  "--device cuda|run --device cuda"
+  "$dir/missing.txt|run --set data.file=$dir/missing.txt"
+  "$dir/empty.txt|run --set data.file=$dir/empty.txt"
+  "binary|run --set data.file=$dir/binary.txt"
+  "\"text\"|run --set data.file=$dir/no_text.jsonl"
+  "--seed|run --seed 5000000000"
+  "--jobs|repeat -n 2 --jobs 0"
+  "cannot be written|run --report $dir/no/such/dir/r.json"
+  "generate.cache|run --set generate.cache=grow"
+)
+failed=0
+for c in "${cases[@]}"; do
+  want=${c%%|*}
+  read -r -a args <<< "${c#*|}"
+  err=$("$cli" "${args[@]}" 2>&1 >/dev/null); rc=$?
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ "$rc" != 2 ] || [ "$lines" != 1 ] || [[ "$err" != *"$want"* ]]; then
+    echo "FAIL: oomguard ${args[*]}: exit $rc, $lines line(s): $err"
+    failed=1
+  else
+    echo "ok: ${args[*]} -> $err"
+  fi
+done
+exit $failed
