@@ -14,7 +14,9 @@ Batch collate(const std::vector<const std::string*>& samples, const CollatorOpti
   encoded.reserve(samples.size());
   int64_t longest = 1;
   for (const std::string* sample : samples) {
-    encoded.push_back(encode(*sample));
+    // No more than max_length + 1 bytes can reach the batch: an enormous line costs no more.
+    encoded.push_back(
+        encode(std::string_view(*sample).substr(0, static_cast<size_t>(options.max_length) + 1)));
     longest = std::max(longest, static_cast<int64_t>(encoded.back().size()) - 1);
   }
   const int64_t T =

@@ -115,8 +115,19 @@ ResolvedRun resolve_run(const RunArgs& args) {
     run::disable_guard(overrides, g);
   ResolvedRun resolved{run::load_config(overrides), 0};
   // A bad data file is a usage error too: found here, before anything runs.
-  if (!resolved.config.data_file.empty())
-    data::read_samples(resolved.config.data_file);
+  if (!resolved.config.data_file.empty()) {
+    const auto& g = resolved.config.generate;
+    const auto samples = data::read_samples(resolved.config.data_file);
+    const auto long_enough = std::count_if(samples.begin(), samples.end(), [&](const auto& s) {
+      return static_cast<int64_t>(s.size()) >= g.prompt_length;
+    });
+    if (long_enough < g.prompts)
+      throw run::ConfigError(
+          "data file " + resolved.config.data_file + ": " + std::to_string(long_enough) +
+          " samples hold generate.prompt_length = " + std::to_string(g.prompt_length) +
+          " bytes, generate.prompts needs " + std::to_string(g.prompts) +
+          "; lower generate.prompts or generate.prompt_length");
+  }
   if (args.device == "cuda")
     throw run::ConfigError("--device cuda: this build measures CPU runs only so far; use cpu");
   if (!args.card.empty())

@@ -9,6 +9,7 @@ printf '{"model": ' > "$dir/malformed.json"
 : > "$dir/empty.txt"
 printf 'one\0two\n' > "$dir/binary.txt"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$dir/no_text.jsonl"
+printf 'a line too short for a 32-byte prompt\nshort\n' > "$dir/few_prompts.txt"
 
 # expected stderr part | arguments
 cases=(
@@ -34,6 +35,7 @@ cases=(
   "--jobs|repeat -n 2 --jobs 0"
   "cannot be written|run --report $dir/no/such/dir/r.json"
   "generate.cache|run --set generate.cache=grow"
+  "generate.prompts|run --set data.file=$dir/few_prompts.txt"
 )
 failed=0
 for c in "${cases[@]}"; do

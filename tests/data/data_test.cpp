@@ -84,6 +84,18 @@ TEST(Collator, NeverExceedsMaxLength) {
   }
 }
 
+// Only max_length + 1 bytes of a sample can reach a batch, so the collator reads no more:
+// the batch of an enormous line is the batch of its first max_length + 1 bytes.
+TEST(Collator, ReadsNoMoreOfASampleThanReachesTheBatch) {
+  const std::string enormous(1 << 20, 'y'), prefix = enormous.substr(0, 17), short_text = "ab";
+  for (const bool pad_to_longest : {false, true}) {
+    const Batch a = collate({&enormous, &short_text}, {16, pad_to_longest});
+    const Batch b = collate({&prefix, &short_text}, {16, pad_to_longest});
+    EXPECT_TRUE(a.input_ids.equal(b.input_ids));
+    EXPECT_TRUE(a.labels.equal(b.labels));
+  }
+}
+
 TEST(Loader, OrderDependsOnSeedAndCoversEveryEpoch) {
   std::vector<std::string> samples;
   for (int i = 0; i < 16; ++i)
