@@ -118,9 +118,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
     const auto samples = data::read_samples(resolved.config.data_file);
-    const auto long_enough = std::count_if(samples.begin(), samples.end(), [&](const auto& s) {
-      return static_cast<int64_t>(s.size()) >= g.prompt_length;
-    });
+    const auto long_enough = static_cast<int64_t>(phases::prompt_sources(samples, g).size());
     if (long_enough < g.prompts)
       throw run::ConfigError(
           "data file " + resolved.config.data_file + ": " + std::to_string(long_enough) +

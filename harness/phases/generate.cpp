@@ -26,18 +26,12 @@ struct Prompts {
 Prompts make_prompts(const std::vector<std::string>& samples, const GenerateConfig& config) {
   std::vector<int64_t> ids;
   Prompts prompts;
-  int64_t found = 0;
-  for (const auto& sample : samples) {
-    if (found == config.prompts) {
-      break;
-    }
-    if (static_cast<int64_t>(sample.size()) >= config.prompt_length) {
-      const auto tokens = data::encode(sample);
-      ids.insert(ids.end(), tokens.begin(), tokens.begin() + config.prompt_length);
-      prompts.longest_source =
-          std::max(prompts.longest_source, static_cast<int64_t>(tokens.size()));
-      ++found;
-    }
+  const auto sources = prompt_sources(samples, config);
+  const auto found = static_cast<int64_t>(sources.size());
+  for (const std::string* sample : sources) {
+    const auto tokens = data::encode(*sample);
+    ids.insert(ids.end(), tokens.begin(), tokens.begin() + config.prompt_length);
+    prompts.longest_source = std::max(prompts.longest_source, static_cast<int64_t>(tokens.size()));
   }
   TORCH_CHECK(
       found == config.prompts,
@@ -87,6 +81,20 @@ class Decoder {
 };
 
 }  // namespace
+
+std::vector<const std::string*> prompt_sources(
+    const std::vector<std::string>& samples, const GenerateConfig& config) {
+  std::vector<const std::string*> sources;
+  for (const auto& sample : samples) {
+    if (static_cast<int64_t>(sources.size()) == config.prompts) {
+      break;
+    }
+    if (static_cast<int64_t>(sample.size()) >= config.prompt_length) {
+      sources.push_back(&sample);
+    }
+  }
+  return sources;
+}
 
 GenerateResult generate(
     models::TinyGPT& model, const std::vector<std::string>& samples, const GenerateConfig& config) {

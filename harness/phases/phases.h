@@ -69,6 +69,11 @@ struct GenerateResult {
   int64_t cache_bytes = 0;             // what the KV cache held at the end
   std::vector<int64_t> sample_tokens;  // the tokens generated for the first prompt
 };
+// The samples generate's prompts are cut from: the first config.prompts samples holding at
+// least config.prompt_length bytes (fewer when the samples run out).
+std::vector<const std::string*> prompt_sources(
+    const std::vector<std::string>& samples, const GenerateConfig& config);
+
 // Batched decoding with a KV cache (or none) of prompt_length + max_new_tokens positions.
 // Prompts are the first prompt_length bytes of `samples` long enough to give them.
 GenerateResult generate(

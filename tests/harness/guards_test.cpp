@@ -29,22 +29,15 @@ nlohmann::json guard_off(const char* name) {
   return {{"guards", {{name, false}}}};
 }
 
-// Whether any generation prompt of `seed` comes from a long-tail sample (the prompts are the
-// first samples long enough to hold prompt_length bytes; see phases::generate).
+// Whether any generation prompt of `seed` comes from a long-tail sample.
 bool prompts_from_long_tail(const RunConfig& config, uint64_t seed) {
   data::CorpusConfig corpus = config.corpus;
   corpus.seed = seed;
-  int64_t found = 0;
-  for (const auto& s : data::make_synthetic_corpus(corpus)) {
-    if (found == config.generate.prompts)
-      break;
-    if (static_cast<int64_t>(s.size()) >= config.generate.prompt_length) {
-      ++found;
-      if (static_cast<int64_t>(s.size()) > config.max_length)
-        return true;
-    }
-  }
-  return false;
+  const auto samples = data::make_synthetic_corpus(corpus);
+  const auto sources = phases::prompt_sources(samples, config.generate);
+  return std::any_of(sources.begin(), sources.end(), [&](const std::string* s) {
+    return static_cast<int64_t>(s->size()) > config.max_length;
+  });
 }
 
 const PhaseReport& phase(const RunReport& report, const std::string& name) {
