@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "harness/cli/exit_codes.h"
+#include "harness/atomic_file.h"
 #include "harness/cli/run_command.h"
 #include "harness/interrupt.h"
 #include "harness/memory/sizes.h"
@@ -113,17 +114,6 @@ std::string percent(double x) {
   return buf;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.good())
-      throw std::runtime_error(path + ": cannot be written");
-  }
-  fs::rename(tmp, path);
-}
-
 // The table, the failure rate and its interval, the peak spread and the worst seed.
 void print_summary(const Summary& summary) {
   std::vector<std::string> phases;
@@ -144,7 +134,7 @@ void print_summary(const Summary& summary) {
     }
     std::printf(" %8.2f\n", it.wall_seconds);
   }
-  const nlohmann::json stats = repeat::to_json(summary).at("statistics");
+  const nlohmann::json stats = repeat::statistics(summary);
   const auto n = stats.at("runs").get<int64_t>(), k = stats.at("failures").get<int64_t>();
   const auto wilson = stats.at("wilson_95");
   std::printf(
@@ -181,9 +171,9 @@ void print_summary(const Summary& summary) {
 int finish(const Summary& summary, const std::string& report_file, const std::string& junit_file) {
   print_summary(summary);
   if (!report_file.empty())
-    write_text(report_file, repeat::to_json(summary).dump(2) + "\n");
+    write_file_atomically(report_file, repeat::to_json(summary).dump(2) + "\n");
   if (!junit_file.empty())
-    write_text(junit_file, repeat::to_junit(summary));
+    write_file_atomically(junit_file, repeat::to_junit(summary));
   const bool all_passed =
       std::all_of(summary.iterations.begin(), summary.iterations.end(), [](const auto& it) {
         return it.passed();

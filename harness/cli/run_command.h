@@ -29,7 +29,7 @@ struct ResolvedRun {
 ResolvedRun resolve_run(const RunArgs& args);
 
 // Throws run::ConfigError naming `option` when `path` cannot be written (checked by writing
-// and removing path + ".tmp", the name atomic writes use). An empty path passes.
+// and removing path + ".tmp", the name write_file_atomically uses). An empty path passes.
 void check_writable(const std::string& path, const char* option);
 
 // The whole run: returns the exit code.

@@ -69,6 +69,8 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
 nlohmann::json statistics(const Summary& summary) {
   const auto n = static_cast<int64_t>(summary.iterations.size());
   int64_t k = 0;
@@ -108,6 +110,8 @@ nlohmann::json statistics(const Summary& summary) {
   }
   return stats;
 }
+
+namespace {
 
 template <typename T>
 T field(const nlohmann::json& j, const char* key, const char* what) {

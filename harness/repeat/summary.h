@@ -55,6 +55,10 @@ std::string reproduce_command(const Plan& plan, uint64_t seed);
 // failure, then the highest peak/budget ratio. Null for an empty summary.
 const Iteration* worst_iteration(const Summary& summary);
 
+// The statistics object of the summary JSON: runs, failures, failure_rate, wilson_95,
+// upper_bound_95, per-phase peaks, worst_seed and reproduce.
+nlohmann::json statistics(const Summary& summary);
+
 // Summary JSON ("schema": "oomguard.repeat/1"): plan, iterations and statistics.
 nlohmann::json to_json(const Summary& summary);
 // Reads what to_json wrote; throws std::invalid_argument naming what is wrong.

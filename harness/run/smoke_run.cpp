@@ -1,7 +1,5 @@
 #include "harness/run/smoke_run.h"
 
-#include <cstdio>
-#include <fstream>
 #include <regex>
 
 #include <ATen/Context.h>
@@ -11,6 +9,7 @@
 
 #include "data/text_source.h"
 #include "data/tokenizer.h"
+#include "harness/atomic_file.h"
 #include "harness/interrupt.h"
 #include "harness/memory/tracking_allocator.h"
 
@@ -203,14 +202,7 @@ nlohmann::json to_json(const RunReport& report) {
 }
 
 void write_report(const RunReport& report, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    TORCH_CHECK(out.good(), "report ", path, ": cannot write ", tmp);
-    out << to_json(report).dump(2) << "\n";
-    TORCH_CHECK(out.good(), "report ", path, ": write failed");
-  }
-  TORCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "report ", path, ": rename failed");
+  write_file_atomically(path, to_json(report).dump(2) + "\n");
 }
 
 }  // namespace oomguard::run
