@@ -4,23 +4,21 @@
 set -u
 cli=$1
 long=(--set train.steps=1000000)
-fail() { echo "$*"; exit 1; }
 
-rm -f interrupted.json
-"$cli" run "${long[@]}" --report interrupted.json > interrupted.log 2>&1 &
-pid=$!
-sleep 3
-kill -INT "$pid"
-wait "$pid"; rc=$?
-[ "$rc" = 4 ] || fail "run: exit code $rc after SIGINT, expected 4"
-grep -q '"outcome": "interrupted"' interrupted.json || fail "run: report outcome is not interrupted"
+# expect_interrupted SIGNAL DELAY REPORT ARGS...: starts oomguard ARGS --report REPORT, sends
+# SIGNAL after DELAY seconds, and checks exit 4 and an interrupted outcome in REPORT.
+expect_interrupted() {
+  local signal=$1 delay=$2 report=$3; shift 3
+  rm -f "$report"
+  "$cli" "$@" --report "$report" > "$report.log" 2>&1 &
+  local pid=$!
+  sleep "$delay"
+  kill "-$signal" "$pid"
+  wait "$pid"; local rc=$?
+  [ "$rc" = 4 ] || { echo "$1: exit code $rc after SIG$signal, expected 4"; exit 1; }
+  grep -q '"outcome": "interrupted"' "$report" || { echo "$1: $report has no interrupted run"; exit 1; }
+}
 
-rm -f repeat_interrupted.json
-"$cli" repeat -n 3 --report repeat_interrupted.json "${long[@]}" > repeat_interrupted.log 2>&1 &
-pid=$!
-sleep 4
-kill -TERM "$pid"
-wait "$pid"; rc=$?
-[ "$rc" = 4 ] || fail "repeat: exit code $rc after SIGTERM, expected 4"
-grep -q '"outcome": "interrupted"' repeat_interrupted.json || fail "repeat: no interrupted run in the summary"
+expect_interrupted INT 3 interrupted.json run "${long[@]}"
+expect_interrupted TERM 4 repeat_interrupted.json repeat -n 3 "${long[@]}"
 echo "ok: run and repeat end with exit 4 and write their reports"
