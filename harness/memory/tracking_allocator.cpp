@@ -1,6 +1,7 @@
 #include "harness/memory/tracking_allocator.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include <c10/core/CPUAllocator.h>
@@ -15,6 +16,9 @@ namespace {
 // Each block carries its size in a header, so a free needs no lookup table. The header is
 // one full alignment unit, so the data pointer keeps c10's 64-byte alignment.
 constexpr size_t kHeader = 64;
+// Larger requests cannot be counted in an int64_t nor carry a header: refused as an OOM.
+constexpr size_t kLargestRequest =
+    static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kHeader;
 
 void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
@@ -34,6 +38,15 @@ TrackingAllocator& TrackingAllocator::instance() {
 }
 
 c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
+  if (nbytes > kLargestRequest) {
+    num_ooms_.fetch_add(1);
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        false,
+        "CPU out of memory. Tried to allocate ",
+        nbytes,
+        " bytes, more than any allocator can hand out.");
+  }
   if (!counting_.load(std::memory_order_relaxed)) {
     // The header says 0 bytes, so the free of this block changes no count either.
     void* base = c10::alloc_cpu(nbytes + kHeader);

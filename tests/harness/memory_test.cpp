@@ -1,7 +1,12 @@
 // harness/memory/: sizes, cards, the tracking allocator, PhaseScope.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <limits>
+#include <numeric>
+#include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <ATen/ops/empty.h>
@@ -108,6 +113,93 @@ TEST_F(TrackingAllocatorTest, EmulatedCapacityThrowsPyTorchsOom) {
   } catch (const c10::OutOfMemoryError& e) {
     EXPECT_NE(std::string(e.what()).find("Tried to allocate 0.00 MiB"), std::string::npos);
   }
+}
+
+TEST_F(TrackingAllocatorTest, StaysExactUnderConcurrentRandomTraffic) {
+  // Each thread allocates and frees random sizes (0 included) and keeps `live`, the bytes it
+  // knows to be held: added after an allocation, taken off before a free. So `live` never
+  // exceeds what the meter holds, and every value of it seen must be under the peak.
+  const int64_t before = meter().stats().allocated_bytes;
+  const int64_t allocs_before = meter().num_allocations();
+  const int64_t total_before = meter().total_allocated_bytes();
+  meter().reset_peak();
+  constexpr int kThreads = 8, kOpsPerThread = 4000;
+  std::atomic<int64_t> live{0};
+  std::atomic<int64_t> max_live_seen{0};
+  std::vector<int64_t> allocations(kThreads, 0), requested(kThreads, 0);
+  std::vector<std::vector<std::pair<c10::DataPtr, int64_t>>> held(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(1234 + t);
+      std::uniform_int_distribution<int64_t> size(0, 1 << 16);
+      auto& mine = held[t];
+      for (int op = 0; op < kOpsPerThread; ++op) {
+        if (mine.empty() || rng() % 3 != 0) {
+          const int64_t n = op % 97 == 0 ? 0 : size(rng);
+          mine.emplace_back(meter().allocate(static_cast<size_t>(n)), n);
+          ++allocations[t];
+          requested[t] += n;
+          const int64_t now = live.fetch_add(n) + n;
+          int64_t seen = max_live_seen.load();
+          while (now > seen && !max_live_seen.compare_exchange_weak(seen, now)) {
+          }
+        } else {
+          const size_t victim = rng() % mine.size();
+          std::swap(mine[victim], mine.back());
+          live.fetch_sub(mine.back().second);
+          mine.pop_back();  // frees
+        }
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  const auto sum = [](const std::vector<int64_t>& v) {
+    return std::accumulate(v.begin(), v.end(), int64_t{0});
+  };
+  EXPECT_EQ(meter().stats().allocated_bytes - before, live.load());
+  EXPECT_GE(meter().stats().peak_allocated_bytes - before, max_live_seen.load());
+  EXPECT_GT(max_live_seen.load(), 0);
+  EXPECT_EQ(meter().num_allocations() - allocs_before, sum(allocations));
+  EXPECT_EQ(meter().total_allocated_bytes() - total_before, sum(requested));
+  held.clear();
+  EXPECT_EQ(meter().stats().allocated_bytes, before);
+}
+
+TEST_F(TrackingAllocatorTest, ZeroBytesIsAnAllocationOfNothing) {
+  const int64_t before = meter().stats().allocated_bytes;
+  {
+    c10::DataPtr empty = meter().allocate(0);
+    EXPECT_NE(empty.get(), nullptr);
+    EXPECT_EQ(meter().stats().allocated_bytes, before);
+  }
+  EXPECT_EQ(meter().stats().allocated_bytes, before);
+}
+
+TEST_F(TrackingAllocatorTest, ARequestNoAllocatorCanServeFailsCleanly) {
+  const auto before = meter().stats();
+  // Beyond what c10's allocator can get from the system (it throws), and beyond what fits
+  // in the counts at all: both leave the counts as they were.
+  for (size_t huge : {size_t{1} << 50, std::numeric_limits<size_t>::max()}) {
+    EXPECT_THROW(meter().allocate(huge), c10::Error) << huge;
+    EXPECT_EQ(meter().stats().allocated_bytes, before.allocated_bytes) << huge;
+    EXPECT_EQ(meter().stats().peak_allocated_bytes, before.peak_allocated_bytes) << huge;
+  }
+  auto still_works = at::empty({16}, at::kFloat);
+  EXPECT_EQ(meter().stats().allocated_bytes, before.allocated_bytes + 64);
+}
+
+TEST_F(TrackingAllocatorTest, FreesAfterAPeakResetCountDownFromTheReset) {
+  const int64_t before = meter().stats().allocated_bytes;
+  auto old = at::empty({1 << 10}, at::kFloat);  // 4 KiB from before the reset
+  meter().reset_peak();
+  EXPECT_EQ(meter().stats().peak_allocated_bytes, before + 4096);
+  old.reset();
+  EXPECT_EQ(meter().stats().allocated_bytes, before);
+  EXPECT_EQ(meter().stats().peak_allocated_bytes, before + 4096);
+  meter().reset_peak();
+  EXPECT_EQ(meter().stats().peak_allocated_bytes, before);
 }
 
 TEST_F(TrackingAllocatorTest, PhaseScopeRecordsStartPeakAndEnd) {
