@@ -1,6 +1,7 @@
 #include "data/text_source.h"
 
 #include <fstream>
+#include <istream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -20,7 +21,11 @@ std::vector<std::string> read_samples(const std::string& path, const std::string
   if (!in) {
     throw std::invalid_argument("data file " + path + ": cannot be opened; check the path");
   }
-  const bool jsonl = ends_with(path, ".jsonl");
+  return parse_samples(in, path, ends_with(path, ".jsonl"), field);
+}
+
+std::vector<std::string> parse_samples(
+    std::istream& in, const std::string& path, bool jsonl, const std::string& field) {
   std::vector<std::string> samples;
   std::string line;
   for (size_t line_no = 1; std::getline(in, line); ++line_no) {

@@ -133,6 +133,11 @@ void apply_set(nlohmann::json& doc, const std::string& assignment) {
     if (key.empty()) {
       throw ConfigError("--set " + assignment + ": empty key in " + path);
     }
+    if (!node->is_object() && !node->is_null()) {  // an earlier --set gave it a value
+      throw ConfigError(
+          "--set " + assignment + ": " + path.substr(0, start - 1) +
+          " is set to a value, so it has no key " + key);
+    }
     if (dot == std::string::npos) {
       (*node)[key] = value;
       return;

@@ -47,5 +47,18 @@ TEST(Config, RejectsBadInputNamingTheKey) {
   }
 }
 
+TEST(Config, SetIntoAValueIsAConfigError) {
+  // Found by fuzzing (tests/fuzz/corpus/config/set_into_a_value): this escaped as a JSON
+  // library type_error instead of a message naming the key.
+  nlohmann::json doc = nlohmann::json::object();
+  apply_set(doc, "model=1");
+  try {
+    apply_set(doc, "model.heads=2");
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model is set to a value"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace oomguard::run
