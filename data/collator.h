@@ -13,6 +13,9 @@ constexpr int64_t kIgnoreIndex = -100;
 struct Batch {
   at::Tensor input_ids;  // [B, T] int64, padded with kPadId
   at::Tensor labels;     // [B, T] int64, input shifted by one; kIgnoreIndex on padding
+
+  // The batch on `device`; no copy when it is there already.
+  Batch to(c10::Device device) const { return {input_ids.to(device), labels.to(device)}; }
 };
 
 struct CollatorOptions {

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -17,17 +18,24 @@ using torch::autograd::variable_list;
 // What backward needs besides the saved input; kept in the context as a capsule.
 struct Recompute : torch::CustomClassHolder {
   BlockFn block;
-  at::Tensor rng_state;  // the default CPU generator's state before the forward
+  c10::Device device = c10::kCPU;  // whose default generator draws the block's dropout
+  at::Tensor rng_state;            // that generator's state before the forward
 };
 
-at::Tensor cpu_rng_state() {
-  auto gen = at::detail::getDefaultCPUGenerator();
+// The default generator of `device`: dropout on a CUDA tensor draws from the device's own.
+at::Generator default_generator(c10::Device device) {
+  return device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                         : at::globalContext().defaultGenerator(device);
+}
+
+at::Tensor rng_state(c10::Device device) {
+  auto gen = default_generator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get_state();
 }
 
-void set_cpu_rng_state(const at::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
+void set_rng_state(c10::Device device, const at::Tensor& state) {
+  auto gen = default_generator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
 }
@@ -37,7 +45,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const BlockFn& block) {
     auto recompute = c10::make_intrusive<Recompute>();
     recompute->block = block;
-    recompute->rng_state = cpu_rng_state();
+    recompute->device = x.device();
+    recompute->rng_state = rng_state(x.device());
     ctx->saved_data["recompute"] = c10::IValue::make_capsule(recompute);
     ctx->save_for_backward({x});
     return block(x);
@@ -49,14 +58,14 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     const at::Tensor x = ctx->get_saved_variables().at(0);
     const at::Tensor input = x.detach().requires_grad_(x.requires_grad());
     // Replay the forward's random draws, then give the generator back its present state.
-    const at::Tensor now = cpu_rng_state();
-    set_cpu_rng_state(recompute->rng_state);
+    const at::Tensor now = rng_state(recompute->device);
+    set_rng_state(recompute->device, recompute->rng_state);
     at::Tensor y;
     {
       torch::AutoGradMode enable_grad(true);
       y = recompute->block(input);
     }
-    set_cpu_rng_state(now);
+    set_rng_state(recompute->device, now);
     // Reentrant backward: parameter gradients accumulate into .grad as usual; the input's
     // gradient goes back to the outer graph.
     torch::autograd::backward({y}, {grad_outputs.at(0)});

@@ -13,7 +13,7 @@ KVCache::KVCache(
     int64_t capacity,
     int64_t head_dim,
     CacheMode mode,
-    at::ScalarType dtype)
+    at::TensorOptions options)
     : keys_(static_cast<size_t>(layers)),
       values_(static_cast<size_t>(layers)),
       capacity_(capacity),
@@ -22,8 +22,8 @@ KVCache::KVCache(
   TORCH_CHECK(mode != CacheMode::kNone, "KVCache: kNone means decoding without a cache");
   if (mode_ == CacheMode::kStatic) {
     for (size_t l = 0; l < keys_.size(); ++l) {
-      keys_[l] = at::empty({batch, heads, capacity, head_dim}, at::TensorOptions(dtype));
-      values_[l] = at::empty({batch, heads, capacity, head_dim}, at::TensorOptions(dtype));
+      keys_[l] = at::empty({batch, heads, capacity, head_dim}, options);
+      values_[l] = at::empty({batch, heads, capacity, head_dim}, options);
     }
   }
 }

@@ -26,7 +26,7 @@ class KVCache {
       int64_t capacity,
       int64_t head_dim,
       CacheMode mode = CacheMode::kStatic,
-      at::ScalarType dtype = at::kFloat);
+      at::TensorOptions options = at::kFloat);  // dtype and device of the buffers
 
   // Writes k, v ([B, H, t, Dh]) of `layer` at positions [length, length + t) and returns the
   // views [B, H, length + t, Dh] of everything cached so far. Past capacity it throws.

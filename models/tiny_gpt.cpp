@@ -152,7 +152,17 @@ torch::Tensor TinyGPTImpl::last_logits(const torch::Tensor& ids, KVCache* cache)
 
 KVCache TinyGPTImpl::make_cache(int64_t batch, int64_t capacity, CacheMode mode) const {
   return KVCache(
-      config_.layers, batch, config_.heads, capacity, config_.d_model / config_.heads, mode);
+      config_.layers,
+      batch,
+      config_.heads,
+      capacity,
+      config_.d_model / config_.heads,
+      mode,
+      tok_->weight.options());  // the model's dtype, on the model's device
+}
+
+c10::Device TinyGPTImpl::device() const {
+  return tok_->weight.device();
 }
 
 }  // namespace oomguard::models

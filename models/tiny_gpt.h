@@ -88,6 +88,8 @@ class TinyGPTImpl : public torch::nn::Module {
   KVCache make_cache(int64_t batch, int64_t capacity, CacheMode mode = CacheMode::kStatic) const;
 
   const TinyGPTConfig& config() const { return config_; }
+  // Where the parameters live: inputs go there.
+  c10::Device device() const;
 
  private:
   torch::Tensor run(const torch::Tensor& ids, KVCache* cache, bool last_only);

@@ -21,7 +21,7 @@ EvaluateResult evaluate(
   double loss_sum = 0.0;
   for (int64_t step = 0; step < config.batches; ++step) {
     throw_if_interrupted();
-    const data::Batch batch = loader.next();
+    const data::Batch batch = loader.next().to(model->device());
     result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]
     if (config.on_batch) {

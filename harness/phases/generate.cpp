@@ -100,7 +100,8 @@ GenerateResult generate(
     models::TinyGPT& model, const std::vector<std::string>& samples, const GenerateConfig& config) {
   torch::NoGradGuard no_grad;
   model->eval();
-  const Prompts prompts = make_prompts(samples, config);
+  Prompts prompts = make_prompts(samples, config);
+  prompts.ids = prompts.ids.to(model->device());
   const int64_t B = prompts.ids.size(0), P = config.prompt_length;
   // Guarded: a hard cap. Unguarded: until the longest source sample would end, as far as the
   // position embedding reaches.
@@ -116,12 +117,15 @@ GenerateResult generate(
   at::Tensor last = decoder.next(prompts.ids);  // [B, V]
   for (int64_t i = 0; i < new_tokens; ++i) {
     throw_if_interrupted();
+    // Sampling draws on the host from the seeded CPU generator, so a seed picks the same
+    // tokens on every device; only the [B, V] probabilities cross.
     at::Tensor next = config.greedy ? last.argmax(-1, /*keepdim=*/true)
                                     : at::multinomial(
-                                          at::softmax(last / config.temperature, -1),
+                                          at::softmax(last / config.temperature, -1).to(at::kCPU),
                                           1,
                                           /*replacement=*/false,
-                                          gen);  // [B, 1]
+                                          gen)
+                                          .to(last.device());  // [B, 1]
     result.sample_tokens.push_back(next[0][0].item<int64_t>());
     result.tokens_generated += B;
     ++result.steps;

@@ -18,7 +18,7 @@ TrainResult train(
   result.losses.reserve(static_cast<size_t>(config.steps));
   for (int64_t step = 0; step < config.steps; ++step) {
     throw_if_interrupted();
-    const data::Batch batch = loader.next();
+    const data::Batch batch = loader.next().to(model->device());
     result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]
     at::Tensor loss = at::cross_entropy_loss(

@@ -124,6 +124,11 @@ void apply_set(nlohmann::json& doc, const std::string& assignment) {
   nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     value = text;
+    try {
+      (void)value.dump();  // the report and every message print it; JSON text is UTF-8
+    } catch (const nlohmann::json::type_error&) {
+      throw ConfigError("--set " + path + "=...: the value is not UTF-8 text");
+    }
   }
   nlohmann::json* node = &doc;
   size_t start = 0;
