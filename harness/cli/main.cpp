@@ -53,8 +53,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (*run)
+    if (*run) {
+      run_args.argv = argv;
       return run_command(run_args);
+    }
     if (*repeat) {
       repeat_args.run_args = repeat->remaining();
       return repeat_command(repeat_args, argv[0]);

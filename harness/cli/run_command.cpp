@@ -1,18 +1,26 @@
 #include "harness/cli/run_command.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <torch/version.h>
+#include <unistd.h>
 
 #include "data/text_source.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
+#include "harness/memory/alloc_conf.h"
 #include "harness/memory/cards.h"
+#include "harness/memory/cuda_meter.h"
 #include "harness/memory/sizes.h"
 #include "harness/memory/tracking_allocator.h"
 #include "harness/run/smoke_run.h"
@@ -37,23 +45,25 @@ double headroom_percent(const run::PhaseReport& p) {
 
 void print_table(const run::RunReport& report) {
   using memory::format_size;
-  std::printf(
-      "%-10s %-16s %12s %12s %9s %8s\n",
-      "phase",
-      "status",
-      "peak",
-      "budget",
-      "headroom",
-      "seconds");
+  const bool reserved = report.device.type == "cuda";  // measured there only
+  std::printf("%-10s %-16s %12s %12s %9s", "phase", "status", "peak", "budget", "headroom");
+  if (reserved)
+    std::printf(" %12s %8s", "reserved", "retries");
+  std::printf(" %8s\n", "seconds");
   for (const auto& p : report.phases) {
     std::printf(
-        "%-10s %-16s %12s %12s %8.1f%% %8.2f\n",
+        "%-10s %-16s %12s %12s %8.1f%%",
         p.memory.name.c_str(),
         p.status.c_str(),
         format_size(p.memory.peak_allocated_bytes).c_str(),
         format_size(p.budget_bytes).c_str(),
-        headroom_percent(p),
-        p.memory.wall_seconds);
+        headroom_percent(p));
+    if (reserved)
+      std::printf(
+          " %12s %8lld",
+          format_size(p.memory.peak_reserved_bytes).c_str(),
+          static_cast<long long>(p.memory.num_alloc_retries));
+    std::printf(" %8.2f\n", p.memory.wall_seconds);
   }
   std::printf("outcome: %s\n", report.outcome.c_str());
 }
@@ -65,6 +75,67 @@ std::string disabled_guards(const run::Guards& guards) {
       off += std::string(off.empty() ? "" : ",") + g.name;
   }
   return off.empty() ? "none" : off;
+}
+
+// auto takes CUDA when this build has the CUDA meter and a device is visible.
+std::string resolve_device(const std::string& asked) {
+  if (asked == "cpu")
+    return "cpu";
+  const bool usable = memory::cuda_meter_built() && memory::cuda_device_count() > 0;
+  if (asked == "cuda" && !memory::cuda_meter_built())
+    throw run::ConfigError(
+        "--device cuda: this oomguard was built against a CPU-only LibTorch; rebuild against "
+        "a LibTorch with CUDA, or use --device cpu");
+  if (asked == "cuda" && !usable)
+    throw run::ConfigError(
+        "--device cuda: no CUDA device is visible (driver, CUDA_VISIBLE_DEVICES); use --device "
+        "cpu or auto");
+  return usable ? "cuda" : "cpu";
+}
+
+constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
+
+// The caching allocator reads its settings from the environment once, possibly as early as
+// when LibTorch loads. So memory.alloc_conf goes into the environment and the process starts
+// again with it (execv does not return); a value already there is respected.
+void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::DeviceReport& d) {
+  const memory::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  const char* variable = memory::alloc_conf_variable(torch);
+  const char* env = std::getenv(variable);
+  if (env == nullptr && std::string(variable) != "PYTORCH_CUDA_ALLOC_CONF") {
+    variable = "PYTORCH_CUDA_ALLOC_CONF";  // still read, with a deprecation warning
+    env = std::getenv(variable);
+  }
+  const char* ours = std::getenv(kAllocConfFromConfig);
+  if (env != nullptr && *env != '\0') {
+    d.alloc_conf = env;
+    d.alloc_conf_source = ours != nullptr && d.alloc_conf == ours ? "config" : "environment";
+    try {
+      memory::validate_alloc_conf(d.alloc_conf, torch);
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(std::string(variable) + ": " + e.what());
+    }
+    if (d.alloc_conf_source == "environment" && !config.alloc_conf.empty() &&
+        config.alloc_conf != d.alloc_conf)
+      log::warn(
+          std::string(variable) + "=" + d.alloc_conf + " from the environment is used; " +
+          "memory.alloc_conf=" + config.alloc_conf + " is not");
+    return;
+  }
+  if (config.alloc_conf.empty()) {
+    d.alloc_conf_source = "default";
+    return;
+  }
+  if (args.argv == nullptr)
+    throw std::logic_error("memory.alloc_conf needs the process's arguments to start again");
+  ::setenv(memory::alloc_conf_variable(torch), config.alloc_conf.c_str(), 1);
+  ::setenv(kAllocConfFromConfig, config.alloc_conf.c_str(), 1);
+  log::info(
+      std::string("memory.alloc_conf: starting again with ") + memory::alloc_conf_variable(torch) +
+      "=" + config.alloc_conf);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", args.argv);
+  throw std::runtime_error(std::string("cannot start again: ") + std::strerror(errno));
 }
 
 }  // namespace
@@ -91,17 +162,22 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "grad_checkpoint, empty_cache or all (repeatable)");
   app.add_option("--seed", args.seed, "seed for data, init and sampling")
       ->check(CLI::Range(int64_t{0}, int64_t{4294967295}));
-  app.add_option("--device", args.device, "auto, cpu or cuda")
+  app.add_option("--device", args.device, "auto (CUDA when a device is visible), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   auto* capacity = app.add_option(
       "--capacity", args.capacity, "emulated card capacity, e.g. 512MiB or 14.75GiB");
   std::vector<std::string> cards;
   for (const auto& c : memory::card_profiles())
     cards.push_back(c.name);
-  app.add_option("--card", args.card, "emulated card profile")
+  app.add_option(
+         "--card", args.card, "emulated card profile (on a bigger GPU: its memory fraction)")
       ->check(CLI::IsMember(cards))
       ->excludes(capacity);
   app.add_option("--report", args.report_file, "write the JSON report here");
+  app.add_flag(
+      "--fail-on-retry",
+      args.fail_on_retry,
+      "fail a phase in which the CUDA allocator had to free its cache and retry (a near-OOM)");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
 }
 
@@ -126,8 +202,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
           " bytes, generate.prompts needs " + std::to_string(g.prompts) +
           "; lower generate.prompts or generate.prompt_length");
   }
-  if (args.device == "cuda")
-    throw run::ConfigError("--device cuda: this build measures CPU runs only so far; use cpu");
+  resolved.device = resolve_device(args.device);
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
@@ -143,6 +218,40 @@ int run_command(const RunArgs& args) {
     std::cout << config.resolved.dump(2) << "\n";
     return kExitPass;
   }
+  check_writable(args.report_file, "--report");
+
+  run::RunOptions options;
+  options.seed = static_cast<uint64_t>(args.seed);
+  options.capacity_bytes = resolved.capacity_bytes;
+  options.fail_on_retry = args.fail_on_retry;
+  options.device.type = resolved.device;
+  options.device.card = args.card;
+  if (resolved.device == "cuda") {
+    apply_alloc_conf(args, config, options.device);  // may start the process again
+  } else if (!config.alloc_conf.empty()) {
+    options.device.alloc_conf = config.alloc_conf;
+    options.device.alloc_conf_source = "config";
+    log::info("memory.alloc_conf has no effect on CPU runs");
+  }
+
+  const int threads = config.threads > 0 ? static_cast<int>(config.threads)
+                                         : static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(std::max(threads, 1));
+  std::unique_ptr<memory::CudaMeter> cuda;
+  memory::Meter* meter = &memory::TrackingAllocator::instance();
+  if (resolved.device == "cuda") {
+    cuda = std::make_unique<memory::CudaMeter>(0);
+    meter = cuda.get();
+    options.device.name = cuda->device_name();
+    options.device.total_bytes = cuda->device_total_bytes();
+  }
+  try {
+    meter->set_capacity(resolved.capacity_bytes);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(
+        (args.card.empty() ? "--capacity: " : "--card " + args.card + ": ") +
+        std::string(e.what()));
+  }
   if (!args.card.empty()) {
     const auto& card = memory::find_card(args.card);
     log::info(
@@ -150,33 +259,55 @@ int run_command(const RunArgs& args) {
         card.note + "), context reserve " + memory::format_size(card.context_bytes) +
         " -> capacity " + memory::format_size(resolved.capacity_bytes));
   }
-  check_writable(args.report_file, "--report");
-
-  const int threads = config.threads > 0 ? static_cast<int>(config.threads)
-                                         : static_cast<int>(std::thread::hardware_concurrency());
-  at::set_num_threads(std::max(threads, 1));
-  auto& meter = memory::TrackingAllocator::instance();
-  meter.set_capacity(resolved.capacity_bytes);
+  if (cuda && resolved.capacity_bytes > 0) {
+    char fraction[32];
+    std::snprintf(
+        fraction,
+        sizeof(fraction),
+        "%.4f",
+        static_cast<double>(resolved.capacity_bytes) /
+            static_cast<double>(cuda->device_total_bytes()));
+    log::info(
+        "emulated on " + cuda->device_name() + " (" +
+        memory::format_size(cuda->device_total_bytes()) + "): memory fraction " + fraction +
+        ". Peaks here can differ from the real card's " +
+        "(other kernels, cuBLAS/cuDNN workspaces, no other process): keep a margin against it");
+  }
   log::info(
-      "oomguard run: seed " + std::to_string(args.seed) + ", device cpu, " +
+      "oomguard run: seed " + std::to_string(args.seed) + ", device " +
+      (cuda ? "cuda (" + cuda->device_name() + ")" : std::string("cpu")) + ", " +
       std::to_string(at::get_num_threads()) + " threads, capacity " +
       (resolved.capacity_bytes > 0 ? memory::format_size(resolved.capacity_bytes)
                                    : std::string("none")) +
-      ", guards off: " + disabled_guards(config.guards));
+      ", guards off: " + disabled_guards(config.guards) +
+      (options.device.alloc_conf.empty() ? std::string()
+                                         : ", alloc_conf " + options.device.alloc_conf + " (" +
+                                               options.device.alloc_conf_source + ")"));
 
-  run::RunOptions options;
-  options.seed = static_cast<uint64_t>(args.seed);
-  options.capacity_bytes = resolved.capacity_bytes;
-  options.on_phase = [](const run::PhaseReport& p) {
+  const int64_t capacity = resolved.capacity_bytes > 0
+                               ? resolved.capacity_bytes
+                               : (cuda ? cuda->device_total_bytes() : int64_t{0});
+  options.on_phase = [capacity](const run::PhaseReport& p) {
     char pct[32];
     std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
-    log::info(
-        "[mem] phase=" + p.memory.name +
-        " peak=" + memory::format_size(p.memory.peak_allocated_bytes) + " budget=" +
-        memory::format_size(p.budget_bytes) + " headroom=" + pct + " status=" + p.status);
+    std::string line = "[mem] phase=" + p.memory.name +
+                       " peak=" + memory::format_size(p.memory.peak_allocated_bytes) +
+                       " budget=" + memory::format_size(p.budget_bytes) + " headroom=" + pct;
+    if (p.memory.peak_reserved_bytes >= 0) {
+      line += " reserved=" + memory::format_size(p.memory.peak_reserved_bytes) +
+              " retries=" + std::to_string(p.memory.num_alloc_retries);
+      if (capacity > 0)
+        line += " card_margin=" + memory::format_size(capacity - p.memory.peak_reserved_bytes);
+    }
+    log::info(line + " status=" + p.status);
+    if (p.memory.num_alloc_retries > 0)
+      log::warn(
+          "near-OOM in phase " + p.memory.name + ": the allocator freed its cache and retried " +
+          std::to_string(p.memory.num_alloc_retries) +
+          " time(s) to serve a request; --fail-on-retry makes this a failure");
   };
   install_interrupt_handlers();
-  const run::RunReport report = run::smoke_run(config, meter, options);
+  const run::RunReport report = run::smoke_run(config, *meter, options);
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }

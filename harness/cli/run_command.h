@@ -15,6 +15,10 @@ struct RunArgs {
   std::vector<std::string> sets, disabled_guards;
   int64_t seed = 0;
   bool print_config = false;
+  bool fail_on_retry = false;
+  // The process's own arguments: a run that must put memory.alloc_conf into the environment
+  // before LibTorch starts re-executes itself with them.
+  char** argv = nullptr;
 };
 
 // Declares run's options on `app` (the run subcommand, or repeat's parser for its run options).
@@ -23,6 +27,7 @@ void add_run_options(CLI::App& app, RunArgs& args);
 struct ResolvedRun {
   run::RunConfig config;
   int64_t capacity_bytes = 0;  // emulated card; 0: none
+  std::string device;          // cpu or cuda (auto resolved)
 };
 // Checks everything the user gave (config, sets, guards, card, capacity, device) and builds
 // the run; throws run::ConfigError or std::invalid_argument naming the bad input.

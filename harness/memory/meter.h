@@ -10,7 +10,7 @@ struct MemoryStats {
   int64_t peak_allocated_bytes = 0;
   int64_t reserved_bytes = -1;       // -1: not measured by this meter
   int64_t peak_reserved_bytes = -1;  // -1: not measured by this meter
-  int64_t num_alloc_retries = 0;
+  int64_t num_alloc_retries = 0;     // the allocator freed its cache to serve a request
   int64_t num_ooms = 0;
 };
 
@@ -19,8 +19,14 @@ class Meter {
   virtual ~Meter() = default;
   virtual std::string name() const = 0;
   virtual MemoryStats stats() const = 0;
-  // Peak := current allocated.
+  // Peak := current (allocated, and reserved where measured).
   virtual void reset_peak() = 0;
+  // The emulated card: the most this process may hold, 0 for no limit. CPU: an allocation
+  // taking allocated above it throws; CUDA: the caching allocator's memory fraction, so a
+  // reservation above it fails like a real OOM.
+  virtual void set_capacity(int64_t bytes) = 0;
+  // Hands cached, unused memory back to the device (CUDA's emptyCache); nothing on CPU.
+  virtual void release_cache() {}
 };
 
 }  // namespace oomguard::memory

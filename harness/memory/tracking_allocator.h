@@ -25,7 +25,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
 
   // Emulated card: an allocation taking allocated above `bytes` throws
   // c10::OutOfMemoryError in PyTorch's format. 0 turns it off.
-  void set_capacity(int64_t bytes) { capacity_.store(bytes); }
+  void set_capacity(int64_t bytes) override { capacity_.store(bytes); }
   int64_t capacity() const { return capacity_.load(); }
   int64_t num_allocations() const { return num_allocs_.load(); }
   // Off: allocations go straight to c10's CPU allocator, uncounted and unchecked, as without

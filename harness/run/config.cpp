@@ -1,5 +1,8 @@
 #include "harness/run/config.h"
 
+#include <torch/version.h>
+
+#include "harness/memory/alloc_conf.h"
 #include "harness/memory/sizes.h"
 
 namespace oomguard::run {
@@ -21,6 +24,7 @@ constexpr const char* kDefault = R"({
   "budget": {"train": "34MiB", "evaluate": "22MiB", "generate": "17MiB"},
   "guards": {"no_grad_eval": true, "truncate": true, "max_new_tokens": true, "kv_cap": true,
              "grad_checkpoint": true, "empty_cache": true},
+  "memory": {"alloc_conf": ""},
   "run": {"threads": 0}
 })";
 
@@ -221,6 +225,12 @@ RunConfig load_config(const nlohmann::json& overrides) {
         "is what the kv_cap guard forbids: add --disable-guard kv_cap)");
   }
   c.threads = r.integer("run", "threads", 0, 1024);
+  c.alloc_conf = r.at("memory", "alloc_conf").get<std::string>();
+  try {
+    memory::validate_alloc_conf(c.alloc_conf, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("config key ") + e.what());
+  }
   c.resolved = doc;
   return c;
 }

@@ -34,7 +34,10 @@ struct RunConfig {
   phases::GenerateConfig generate;
   Budgets budgets;
   Guards guards;
-  int64_t threads = 0;      // 0: one per core
+  int64_t threads = 0;  // 0: one per core
+  // memory.alloc_conf: CUDA caching allocator settings, validated for the LibTorch in use;
+  // put into its environment variable before CUDA starts (harness/cli/run_command.cpp).
+  std::string alloc_conf;
   nlohmann::json resolved;  // the validated document, for the report
 };
 

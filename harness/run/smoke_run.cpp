@@ -67,6 +67,10 @@ bool run_phase(
   } else if (phase.memory.peak_allocated_bytes > budget) {
     phase.status = "budget_exceeded";
     report.outcome = "budget_exceeded";
+  } else if (phase.memory.num_alloc_retries > 0 && options.fail_on_retry) {
+    phase.status = "near_oom";
+    if (report.outcome == "pass")
+      report.outcome = "near_oom";
   } else {
     phase.status = "pass";
   }
@@ -84,6 +88,7 @@ void run_phases(
 RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOptions& options) {
   RunReport report;
   report.seed = options.seed;
+  report.device = options.device;
   report.capacity_bytes = options.capacity_bytes;
   report.config = config.resolved;
   report.guards = config.guards;
@@ -116,6 +121,8 @@ void run_phases(
   models::TinyGPTConfig model_config = config.model;
   model_config.vocab_size = data::kVocabSize;
   models::TinyGPT model(model_config);
+  if (options.device.type == "cuda")
+    model->to(c10::Device(c10::kCUDA, 0));
   torch::optim::AdamW optimizer(
       model->parameters(),
       torch::optim::AdamWOptions(config.train.lr).weight_decay(config.train.weight_decay));
@@ -155,6 +162,10 @@ void run_phases(
     p.results["kv_cache_bytes"] = r.cache_bytes;
     p.results["sample_tokens"] = r.sample_tokens;
   });
+  // The empty_cache guard: what generation cached goes back to the device, so the next user
+  // of the card (the next test in the same process) starts from the memory it needs.
+  if (config.guards.empty_cache)
+    meter.release_cache();
 }
 
 nlohmann::json to_json(const RunReport& report) {
@@ -170,12 +181,24 @@ nlohmann::json to_json(const RunReport& report) {
         {"peak_reserved_bytes",
          p.memory.peak_reserved_bytes < 0 ? nlohmann::json(nullptr)
                                           : nlohmann::json(p.memory.peak_reserved_bytes)},
+        {"num_alloc_retries", p.memory.num_alloc_retries},
         {"steps", p.steps},
         {"wall_seconds", p.memory.wall_seconds},
     };
     j.update(p.results);
     phases.push_back(std::move(j));
   }
+  const DeviceReport& d = report.device;
+  const auto or_null = [](const std::string& v) {
+    return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v);
+  };
+  const nlohmann::json device_info = {
+      {"type", d.type},
+      {"name", or_null(d.name)},
+      {"total_bytes", d.total_bytes < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.total_bytes)},
+      {"emulated_card", or_null(d.card)},
+      {"alloc_conf", or_null(d.alloc_conf)},
+      {"alloc_conf_source", or_null(d.alloc_conf_source)}};
   // Whether each guard was on; empty_cache has no effect on CPU.
   nlohmann::json guards = nlohmann::json::object();
   for (const GuardInfo& g : guard_table()) {
@@ -192,7 +215,8 @@ nlohmann::json to_json(const RunReport& report) {
       {"schema", "oomguard.report/1"},
       {"outcome", report.outcome},
       {"seed", report.seed},
-      {"device", report.device},
+      {"device", d.type},
+      {"device_info", device_info},
       {"torch_version", TORCH_VERSION},
       {"capacity_bytes", report.capacity_bytes},
       {"guards", guards},

@@ -28,10 +28,22 @@ struct OomReport {
   std::string message;
 };
 
+// Where the run ran and what it emulated: the report names both cards.
+struct DeviceReport {
+  std::string type = "cpu";       // cpu or cuda
+  std::string name;               // the GPU's name on CUDA
+  int64_t total_bytes = -1;       // the GPU's total memory on CUDA; -1 on CPU
+  std::string card;               // the emulated card profile (--card), empty if none
+  std::string alloc_conf;         // the caching allocator's settings in effect (CUDA)
+  std::string alloc_conf_source;  // config, environment or default
+};
+
 struct RunReport {
-  std::string outcome = "pass";  // pass, budget_exceeded, oom, interrupted
+  // pass, budget_exceeded, near_oom (allocator retries under --fail-on-retry), oom,
+  // interrupted
+  std::string outcome = "pass";
   uint64_t seed = 0;
-  std::string device = "cpu";
+  DeviceReport device;
   int64_t capacity_bytes = 0;
   std::vector<PhaseReport> phases;
   std::optional<OomReport> oom;
@@ -41,7 +53,11 @@ struct RunReport {
 
 struct RunOptions {
   uint64_t seed = 0;
-  int64_t capacity_bytes = 0;  // emulated card; 0: none
+  int64_t capacity_bytes = 0;  // emulated card; 0: none (the meter enforces it)
+  DeviceReport device;         // where to run; type cuda runs the model on CUDA device 0
+  // A phase in which the allocator had to free its cache and retry is a near-OOM: always
+  // logged and reported; with this set it also fails the phase (status near_oom).
+  bool fail_on_retry = false;
   // Called after each phase ends, with its report (logging, test assertions).
   std::function<void(const PhaseReport&)> on_phase;
 };

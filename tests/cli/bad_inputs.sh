@@ -3,6 +3,8 @@
 # before anything runs.
 set -u
 cli=$1
+# No CUDA device, even on a GPU machine: --device cuda must then be refused.
+export CUDA_VISIBLE_DEVICES=
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 printf '{"model": ' > "$dir/malformed.json"
@@ -36,6 +38,9 @@ cases=(
   "cannot be written|run --report $dir/no/such/dir/r.json"
   "generate.cache|run --set generate.cache=grow"
   "generate.prompts|run --set data.file=$dir/few_prompts.txt"
+  "unknown option foo|run --set memory.alloc_conf=foo:1"
+  "expected True or False|run --set memory.alloc_conf=expandable_segments:yes"
+  "model is set to a value|run --set model=1 --set model.heads=2"
 )
 failed=0
 for c in "${cases[@]}"; do

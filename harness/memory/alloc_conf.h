@@ -1,0 +1,22 @@
+#pragma once
+// The CUDA caching allocator's settings (PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF from
+// 2.9), checked against what the LibTorch in use understands, before anything runs: the
+// allocator reads them once, and an unknown key would otherwise fail at the first CUDA
+// allocation, mid-run.
+#include <string>
+#include <string_view>
+
+namespace oomguard::memory {
+
+struct TorchVersion {
+  int major = 0, minor = 0;
+  int number() const { return major * 100 + minor; }
+};
+
+// Throws std::invalid_argument naming the bad option and what is allowed. Empty is valid.
+void validate_alloc_conf(std::string_view conf, TorchVersion torch);
+
+// The environment variable the allocator of that LibTorch reads first.
+const char* alloc_conf_variable(TorchVersion torch);
+
+}  // namespace oomguard::memory

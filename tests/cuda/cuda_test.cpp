@@ -1,0 +1,128 @@
+// The GPU path: the CUDA meter against the caching allocator, the emulated card (memory
+// fraction), the cache release, and the phases on a device. Each test is named *Cuda, carries
+// label cuda, and is skipped where no CUDA device is visible: a CPU run shows them skipped
+// while still compiling and linking all of it.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include <ATen/Context.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/randn.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+
+#include "harness/memory/cuda_meter.h"
+#include "harness/run/smoke_run.h"
+#include "models/checkpoint.h"
+#include "tests/support/fixtures.h"
+
+namespace oomguard {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!memory::cuda_meter_built())
+      GTEST_SKIP() << "built against a CPU-only LibTorch";
+    if (memory::cuda_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device visible";
+    at::manual_seed(0);
+    meter_ = std::make_unique<memory::CudaMeter>(0);
+    meter_->set_capacity(0);
+  }
+  void TearDown() override {
+    if (meter_)
+      meter_->set_capacity(0);
+  }
+  memory::CudaMeter& meter() { return *meter_; }
+  static at::TensorOptions on_cuda() { return at::TensorOptions().device(c10::kCUDA, 0); }
+
+ private:
+  std::unique_ptr<memory::CudaMeter> meter_;
+};
+
+TEST_F(CudaTest, CountsAllocatedAndReservedCuda) {
+  const auto before = meter().stats();
+  meter().reset_peak();
+  {
+    auto t = at::empty({kMiB / 4}, on_cuda().dtype(at::kFloat));  // 1 MiB, a 512-byte multiple
+    const auto during = meter().stats();
+    EXPECT_EQ(during.allocated_bytes - before.allocated_bytes, kMiB);
+    EXPECT_GE(during.reserved_bytes, during.allocated_bytes);
+  }
+  const auto after = meter().stats();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.peak_allocated_bytes - before.allocated_bytes, kMiB);
+  EXPECT_GE(after.peak_reserved_bytes, after.peak_allocated_bytes);
+  meter().reset_peak();
+  EXPECT_EQ(meter().stats().peak_allocated_bytes, after.allocated_bytes);
+}
+
+TEST_F(CudaTest, EmulatedCardRefusesMoreThanItsCapacityCuda) {
+  meter().release_cache();
+  const int64_t ooms_before = meter().stats().num_ooms;
+  meter().set_capacity(meter().stats().reserved_bytes + 256 * kMiB);
+  try {
+    auto too_much = at::empty({512 * kMiB / 4}, on_cuda().dtype(at::kFloat));
+    FAIL() << "512 MiB fitted on an emulated card with 256 MiB left";
+  } catch (const c10::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(meter().stats().num_ooms, ooms_before + 1);
+  auto fits = at::empty({128 * kMiB / 4}, on_cuda().dtype(at::kFloat));
+  EXPECT_GE(meter().stats().allocated_bytes, 128 * kMiB);
+}
+
+TEST_F(CudaTest, ACardLargerThanTheDeviceIsRefusedCuda) {
+  EXPECT_THROW(meter().set_capacity(meter().device_total_bytes() + 1), std::invalid_argument);
+}
+
+TEST_F(CudaTest, ReleaseCacheGivesFreedMemoryBackCuda) {
+  { auto t = at::empty({64 * kMiB / 4}, on_cuda().dtype(at::kFloat)); }
+  const int64_t cached = meter().stats().reserved_bytes;
+  EXPECT_GE(cached, 64 * kMiB);  // freed, still reserved by the cache
+  meter().release_cache();
+  EXPECT_LE(meter().stats().reserved_bytes, cached - 64 * kMiB);
+}
+
+TEST_F(CudaTest, CheckpointReplaysTheDevicesDropoutCuda) {
+  torch::nn::Linear fc(16, 64);
+  torch::nn::Dropout drop(0.3);
+  fc->to(c10::Device(c10::kCUDA, 0));
+  const models::BlockFn block = [&](const at::Tensor& x) { return drop->forward(fc->forward(x)); };
+  const at::Tensor input = at::randn({8, 16}, on_cuda());
+  at::Tensor grads[2];
+  for (const bool use_checkpoint : {false, true}) {
+    fc->zero_grad();
+    at::manual_seed(11);  // seeds the CUDA generator too
+    const at::Tensor x = input.clone().requires_grad_(true);
+    const at::Tensor y = use_checkpoint ? models::checkpoint(block, x) : block(x);
+    (y * y).sum().backward();
+    grads[use_checkpoint ? 1 : 0] = fc->weight.grad().clone();
+  }
+  EXPECT_LT(
+      (grads[1] - grads[0]).norm().item<double>(), 1e-5 * grads[0].norm().item<double>() + 1e-12);
+}
+
+// Peaks on a GPU differ from the CPU's (cuBLAS workspaces are allocations there), so this
+// checks that every phase runs and is measured; the budgets are the CPU's.
+TEST_F(CudaTest, GuardedPhasesRunAndAreMeasuredCuda) {
+  const run::RunConfig config = testing::small_config();
+  run::RunOptions options;
+  options.device.type = "cuda";
+  const run::RunReport report = run::smoke_run(config, meter(), options);
+  ASSERT_EQ(report.phases.size(), 3u);
+  for (const auto& p : report.phases) {
+    EXPECT_NE(p.status, "oom") << p.memory.name;
+    EXPECT_GT(p.memory.peak_allocated_bytes, 0) << p.memory.name;
+    EXPECT_GE(p.memory.peak_reserved_bytes, p.memory.peak_allocated_bytes) << p.memory.name;
+  }
+  EXPECT_FALSE(report.oom.has_value());
+}
+
+}  // namespace
+}  // namespace oomguard

@@ -1,0 +1,69 @@
+// harness/memory/alloc_conf: the allocator's settings, checked per LibTorch version.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "harness/memory/alloc_conf.h"
+
+namespace oomguard::memory {
+namespace {
+
+constexpr TorchVersion kTorch215{2, 15}, kTorch113{1, 13}, kTorch26{2, 6};
+
+TEST(AllocConf, AcceptsWhatTheAllocatorUnderstands) {
+  for (const char* ok :
+       {"",
+        "expandable_segments:True",
+        "expandable_segments:True,max_split_size_mb:128",
+        "garbage_collection_threshold:0.6,max_split_size_mb:64",
+        "roundup_power2_divisions:4",
+        "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+        "backend:cudaMallocAsync",
+        "pinned_num_register_threads:8"}) {
+    EXPECT_NO_THROW(validate_alloc_conf(ok, kTorch215)) << ok;
+  }
+  EXPECT_NO_THROW(validate_alloc_conf("roundup_bypass_threshold_mb:256", kTorch113));
+}
+
+struct BadConf {
+  const char* conf;
+  TorchVersion torch;
+  const char* message_part;
+};
+
+TEST(AllocConf, RejectsNamingTheOptionAndWhatIsAllowed) {
+  const BadConf cases[] = {
+      {"foo:1", kTorch215, "unknown option foo"},
+      {"expandable_segments:true", kTorch215, "expected True or False"},
+      {"expandable_segments:True",
+       kTorch113,
+       "unknown option expandable_segments for LibTorch 1.13"},
+      {"max_split_size_mb:20", kTorch215, "an integer > 20"},
+      {"max_split_size_mb", kTorch215, "is not key:value"},
+      {"garbage_collection_threshold:1.0", kTorch215, "strictly between 0 and 1"},
+      {"roundup_power2_divisions:3", kTorch215, "power of two"},
+      {"roundup_power2_divisions:[300:1]", kTorch215, "power of two"},
+      {"max_non_split_rounding_mb:64", TorchVersion{2, 4}, "unknown option"},
+      {"roundup_bypass_threshold_mb:64", kTorch26, "unknown option"},
+      {"expandable_segments:True,,", kTorch215, "is not key:value"},
+  };
+  for (const auto& c : cases) {
+    try {
+      validate_alloc_conf(c.conf, c.torch);
+      ADD_FAILURE() << c.conf << ": accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message_part), std::string::npos)
+          << c.conf << ": " << e.what();
+    }
+  }
+}
+
+TEST(AllocConf, NamesTheVariableEachVersionReadsFirst) {
+  EXPECT_STREQ(alloc_conf_variable(kTorch113), "PYTORCH_CUDA_ALLOC_CONF");
+  EXPECT_STREQ(alloc_conf_variable(TorchVersion{2, 8}), "PYTORCH_CUDA_ALLOC_CONF");
+  EXPECT_STREQ(alloc_conf_variable(kTorch215), "PYTORCH_ALLOC_CONF");
+}
+
+}  // namespace
+}  // namespace oomguard::memory
