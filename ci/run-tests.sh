@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds and runs the whole ctest suite (preset cpu; arguments go to that ctest), then builds
-# the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (preset asan) and runs
-# them: any report fails the run. OOMGUARD_ASAN=0 skips the sanitizer stage.
+# Checks the GitHub workflows against GitHub's schema, builds and runs the whole ctest suite
+# (preset cpu; arguments go to that ctest: CUDA tests show as skipped without a device), then
+# builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (preset asan) and
+# runs them: any report fails the run. OOMGUARD_ASAN=0 skips the sanitizer stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ci/check-workflows.sh
 ci/setup.sh
 ctest --preset cpu "$@"
 if [ "${OOMGUARD_ASAN:-1}" != 0 ]; then

@@ -60,7 +60,7 @@ void overlay(nlohmann::json& base, const nlohmann::json& over, const std::string
     if (!ok) {
       throw ConfigError(
           "config key " + path + ": expected " + type_name(slot) + ", got " + type_name(value) +
-          " " + value.dump());
+          " " + value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     slot = value;
   }
@@ -123,16 +123,16 @@ void apply_set(nlohmann::json& doc, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError("--set " + assignment + ": expected key.path=value");
   }
+  try {
+    (void)nlohmann::json(assignment).dump();  // reports and messages print keys and values
+  } catch (const nlohmann::json::type_error&) {
+    throw ConfigError("--set: the assignment is not UTF-8 text");
+  }
   const std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     value = text;
-    try {
-      (void)value.dump();  // the report and every message print it; JSON text is UTF-8
-    } catch (const nlohmann::json::type_error&) {
-      throw ConfigError("--set " + path + "=...: the value is not UTF-8 text");
-    }
   }
   nlohmann::json* node = &doc;
   size_t start = 0;

@@ -64,7 +64,8 @@ TEST(Config, SetValueMustBeUtf8) {
   // Found by fuzzing: such a value escaped as a JSON type_error when a message printed it.
   nlohmann::json doc = nlohmann::json::object();
   EXPECT_THROW(apply_set(doc, "data.file=\x93\xff"), ConfigError);
-  apply_set(doc, "data.file=caf\xc3\xa9.txt");  // UTF-8 is fine
+  EXPECT_THROW(apply_set(doc, "model.d_model.d_\xff=1"), ConfigError);  // in a key too
+  apply_set(doc, "data.file=caf\xc3\xa9.txt");                          // UTF-8 is fine
   EXPECT_EQ(doc["data"]["file"], "caf\xc3\xa9.txt");
 }
 
