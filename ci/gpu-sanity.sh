@@ -4,7 +4,7 @@
 # T4 and on CPU, then a short repeat on the emulated T4, and prints one table: the CUDA peaks
 # (allocated and reserved, retries) next to the CPU figures. It installs nothing; what the
 # build needs beyond PyTorch, CUDA, CMake and a compiler comes from the machine's packages or
-# from third_party/ (ci/vendor-deps.sh, carried with the tree). Takes a few minutes.
+# from third_party/ (ci/vendor-deps.sh, carried with the tree).
 #   OOMGUARD_TORCH_PYTHON   the python whose torch to build against (default: python3)
 #   OOMGUARD_SANITY_RUNS    runs of the repeat (default 4)
 #   OOMGUARD_SANITY_OUT     where reports go (default build/gpu/sanity)

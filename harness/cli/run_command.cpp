@@ -100,10 +100,11 @@ constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 // again with it (execv does not return); a value already there is respected.
 void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::DeviceReport& d) {
   const memory::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  // The variable this LibTorch reads first, then the older one it still reads (2.9+).
   const char* variable = memory::alloc_conf_variable(torch);
   const char* env = std::getenv(variable);
-  if (env == nullptr && std::string(variable) != "PYTORCH_CUDA_ALLOC_CONF") {
-    variable = "PYTORCH_CUDA_ALLOC_CONF";  // still read, with a deprecation warning
+  if (env == nullptr) {
+    variable = "PYTORCH_CUDA_ALLOC_CONF";
     env = std::getenv(variable);
   }
   const char* ours = std::getenv(kAllocConfFromConfig);

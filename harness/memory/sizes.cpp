@@ -81,7 +81,7 @@ int64_t parse_size(std::string_view text) {
 std::string format_size(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   const char* unit = "B";
-  double value = b;
+  double value = b, unit_bytes = 1.0;
   for (const auto& [name, factor] :
        {std::pair<const char*, double>{"KiB", 1024.0},
         {"MiB", 1024.0 * 1024},
@@ -89,6 +89,7 @@ std::string format_size(int64_t bytes) {
         {"TiB", 1024.0 * 1024 * 1024 * 1024}}) {
     if (std::abs(b) >= factor) {
       unit = name;
+      unit_bytes = factor;
       value = b / factor;
     }
   }
@@ -97,7 +98,7 @@ std::string format_size(int64_t bytes) {
   }
   // Two decimals, rounded to nearest; near the parser's limit rounded down, so that every
   // display parses back (found by fuzzing: 9000000000GB printed as 8185452.32TiB, too large).
-  if (std::round(value * 100) / 100 * (b / value) > kLargestSize) {
+  if (std::round(value * 100) / 100 * unit_bytes > kLargestSize) {
     value = std::floor(value * 100) / 100;
   }
   char buf[64];
