@@ -21,7 +21,8 @@ def medians(doc, memory):
         row = {"time_ms": statistics.median(r["real_time"] for r in reps) *
                {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[reps[0]["time_unit"]],
                "repetitions": len(reps)}
-        for key in ("tokens_per_second", "gflops", "bytes_per_second", "weight_bytes"):
+        for key in ("tokens_per_second", "gflops", "bytes_per_second", "weight_bytes",
+                    "events_per_second"):
             values = [r[key] for r in reps if key in r]
             if values:
                 row[key] = statistics.median(values)
@@ -53,19 +54,26 @@ def decode_floor_ratio(rows):
     return judged(decode["time_ms"] / floor_ms, 3.0, "lower")
 
 
+def replay_rate(rows):
+    r = rows.get("BM_Replay/expandable:0")
+    return judged(r["events_per_second"] / 1e6, 5.0, "higher") if r and "events_per_second" in r else None
+
+
 def main(times_path, memory_path):
     doc = json.load(open(times_path))
     rows = medians(doc, json.load(open(memory_path)))
     ctx = doc["context"]
     print(f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
           f"{ctx.get('date')}; medians of the repetitions.\n")
-    print("| benchmark | repetitions | median time (ms) | tokens/s | GFLOP/s or GB/s "
+    print("| benchmark | repetitions | median time (ms) | tokens/s | GFLOP/s, GB/s or events/s "
           "| peak above start | allocated per iteration |")
     print("|---|---|---|---|---|---|---|")
     for name, r in sorted(rows.items()):
         tps = f"{r['tokens_per_second']:.0f}" if "tokens_per_second" in r else ""
         rate = (f"{r['gflops']:.1f} GFLOP/s" if "gflops" in r else
-                f"{r['bytes_per_second'] / 1e9:.1f} GB/s" if "bytes_per_second" in r else "")
+                f"{r['bytes_per_second'] / 1e9:.1f} GB/s" if "bytes_per_second" in r else
+                f"{r['events_per_second'] / 1e6:.1f} M events/s" if "events_per_second" in r
+                else "")
         mem = f"{r['max_bytes_used'] / 2**20:.2f} MiB" if "max_bytes_used" in r else ""
         total = (f"{r['total_allocated_bytes'] / 2**20:.1f} MiB"
                  if "total_allocated_bytes" in r else "")
@@ -86,6 +94,7 @@ def main(times_path, memory_path):
         ("static / none decode tokens/s", ratio(rows, static, none, "tokens_per_second", 8.0, "higher"), ">= 8"),
         ("static / grow decode tokens/s", ratio(rows, static, grow, "tokens_per_second", 1.0, "higher"), ">= 1"),
         ("static / grow decode peak", ratio(rows, static, grow, "max_bytes_used", 1.0, "lower"), "< 1"),
+        ("replay events/s (millions), default settings", replay_rate(rows), ">= 5"),
         ("static / grow bytes allocated per decode", ratio(rows, static, grow, "total_allocated_bytes", 1.0, "lower"), "(churn)"),
     ]
     print("\n| ratio | measured | target | met |")

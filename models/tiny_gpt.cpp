@@ -1,6 +1,7 @@
 #include "models/tiny_gpt.h"
 
 #include <optional>
+#include <string>
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/gelu.h>
@@ -11,6 +12,7 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/init.h>
 
+#include "harness/memory/alloc_site.h"
 #include "models/checkpoint.h"
 
 namespace oomguard::models {
@@ -64,7 +66,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(
 // Block
 // ---------------------------------------------------------------------------------------
 
-BlockImpl::BlockImpl(const TinyGPTConfig& config) {
+BlockImpl::BlockImpl(const TinyGPTConfig& config, int64_t index)
+    : attn_tag_("block" + std::to_string(index) + ".attn"),
+      mlp_tag_("block" + std::to_string(index) + ".mlp") {
   const int64_t C = config.d_model;
   norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
   attn_ = register_module("attn", CausalSelfAttention(config));
@@ -75,7 +79,12 @@ BlockImpl::BlockImpl(const TinyGPTConfig& config) {
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KVCache* cache, int64_t layer) {
-  auto h = x + drop_->forward(attn_->forward(norm1_->forward(x), cache, layer));
+  torch::Tensor h;
+  {
+    memory::AllocTag tag(attn_tag_.c_str());
+    h = x + drop_->forward(attn_->forward(norm1_->forward(x), cache, layer));
+  }
+  memory::AllocTag tag(mlp_tag_.c_str());
   return h + drop_->forward(out_->forward(at::gelu(fc_->forward(norm2_->forward(h)))));
 }
 
@@ -96,7 +105,7 @@ TinyGPTImpl::TinyGPTImpl(const TinyGPTConfig& config) : config_(config) {
   drop_ = register_module("drop", torch::nn::Dropout(config.dropout));
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < config.layers; ++l) {
-    blocks_->push_back(Block(config));
+    blocks_->push_back(Block(config, l));
   }
   norm_ =
       register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})));
@@ -117,6 +126,7 @@ torch::Tensor TinyGPTImpl::run(const torch::Tensor& ids, KVCache* cache, bool la
       start + T,
       " positions exceeds max_seq_len ",
       config_.max_seq_len);
+  std::optional<memory::AllocTag> tag(std::in_place, "embed");
   auto positions = at::arange(start, start + T, ids.options());
   auto x = drop_->forward(tok_->forward(ids) + pos_->forward(positions));  // [B, T, C]
   const bool checkpointed = config_.checkpoint_blocks && cache == nullptr && is_training();
@@ -135,6 +145,7 @@ torch::Tensor TinyGPTImpl::run(const torch::Tensor& ids, KVCache* cache, bool la
     x = x.select(1, T - 1);  // [B, C]
   }
   // Tied head: logits = norm(x) @ tok.weight^T, [B, T, V] (or [B, V]).
+  tag.emplace("head");
   return at::linear(norm_->forward(x), tok_->weight);
 }
 

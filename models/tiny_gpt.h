@@ -2,6 +2,7 @@
 // TinyGPT: a decoder-only transformer (pre-norm blocks, tied LM head).
 // Shapes: B batch, T time, C d_model, H heads, Dh = C / H, V vocab.
 #include <cstdint>
+#include <string>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -61,10 +62,12 @@ TORCH_MODULE(CausalSelfAttention);
 
 class BlockImpl : public torch::nn::Module {
  public:
-  explicit BlockImpl(const TinyGPTConfig& config);
+  // `index`: the block's place in the model, which names its allocations ("block2.attn").
+  explicit BlockImpl(const TinyGPTConfig& config, int64_t index = 0);
   torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
 
  private:
+  std::string attn_tag_, mlp_tag_;
   torch::nn::LayerNorm norm1_{nullptr};
   torch::nn::LayerNorm norm2_{nullptr};
   CausalSelfAttention attn_{nullptr};

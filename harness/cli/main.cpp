@@ -6,6 +6,7 @@
 
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/repeat_command.h"
+#include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
 
 int main(int argc, char** argv) {
@@ -43,6 +44,13 @@ int main(int argc, char** argv) {
   merge->add_option("--report", merge_args.report_file, "write the merged JSON summary here");
   merge->add_option("--junit", merge_args.junit_file, "write JUnit XML here");
 
+  ReplayArgs replay_args;
+  auto* replay = app.add_subcommand(
+      "replay",
+      "predict a GPU run without the GPU: an allocation trace (run --trace) through a model of "
+      "the CUDA caching allocator for a card and setting; exit 3 on a predicted OOM");
+  add_replay_options(*replay, replay_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -61,6 +69,8 @@ int main(int argc, char** argv) {
       repeat_args.run_args = repeat->remaining();
       return repeat_command(repeat_args, argv[0]);
     }
+    if (*replay)
+      return replay_command(replay_args);
     return merge_command(merge_args);
   } catch (const c10::Error& e) {  // before std::exception: what() carries a backtrace
     std::fprintf(stderr, "oomguard: %s\n", e.what_without_backtrace());

@@ -22,6 +22,8 @@
 #include "harness/memory/cards.h"
 #include "harness/memory/cuda_meter.h"
 #include "harness/memory/sizes.h"
+#include "harness/memory/modelled_meter.h"
+#include "harness/memory/trace_recorder.h"
 #include "harness/memory/tracking_allocator.h"
 #include "harness/run/smoke_run.h"
 
@@ -45,7 +47,8 @@ double headroom_percent(const run::PhaseReport& p) {
 
 void print_table(const run::RunReport& report) {
   using memory::format_size;
-  const bool reserved = report.device.type == "cuda";  // measured there only
+  // Measured on CUDA, predicted by the allocator model: not there on a plain CPU run.
+  const bool reserved = !report.phases.empty() && report.phases[0].memory.peak_reserved_bytes >= 0;
   std::printf("%-10s %-16s %12s %12s %9s", "phase", "status", "peak", "budget", "headroom");
   if (reserved)
     std::printf(" %12s %8s", "reserved", "retries");
@@ -179,6 +182,17 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "--fail-on-retry",
       args.fail_on_retry,
       "fail a phase in which the CUDA allocator had to free its cache and retry (a near-OOM)");
+  app.add_option(
+      "--trace",
+      args.trace_file,
+      "record every allocation and free of a CPU run here (JSON Lines), for oomguard replay");
+  app.add_option(
+         "--allocator-model",
+         args.allocator_model,
+         "cuda: on CPU, pass every allocation through a model of the CUDA caching allocator "
+         "(memory.alloc_conf applies): reserved memory is predicted and the emulated card fails "
+         "where that allocator would, fragmentation included")
+      ->check(CLI::IsMember({"none", "cuda"}));
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
 }
 
@@ -190,7 +204,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
     run::apply_set(overrides, s);
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
-  ResolvedRun resolved{run::load_config(overrides), 0};
+  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, {}};
   // A bad data file is a usage error too: found here, before anything runs.
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
@@ -208,6 +222,23 @@ ResolvedRun resolve_run(const RunArgs& args) {
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
     resolved.capacity_bytes = memory::parse_size(args.capacity);
+  if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
+    throw run::ConfigError(
+        std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
+        " works on the CPU meter, and this run would use the GPU; add --device cpu");
+  if (args.allocator_model == "cuda") {
+    try {
+      resolved.model_settings = sim::AllocatorSettings::parse(resolved.config.alloc_conf);
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
+    }
+    if (!args.card.empty()) {
+      const auto& card = memory::find_card(args.card);
+      resolved.model_device = {card.total_bytes, card.capacity_bytes(), /*allowed_bytes=*/0};
+    } else if (resolved.capacity_bytes > 0) {
+      resolved.model_device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
+    }
+  }
   return resolved;
 }
 
@@ -232,14 +263,31 @@ int run_command(const RunArgs& args) {
   } else if (!config.alloc_conf.empty()) {
     options.device.alloc_conf = config.alloc_conf;
     options.device.alloc_conf_source = "config";
-    log::info("memory.alloc_conf has no effect on CPU runs");
+    if (!resolved.model_settings)
+      log::info("memory.alloc_conf has no effect on CPU runs without --allocator-model cuda");
   }
+  options.device.allocator_model = resolved.model_settings ? "cuda" : "";
+  check_writable(args.trace_file, "--trace");
 
   const int threads = config.threads > 0 ? static_cast<int>(config.threads)
                                          : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(threads, 1));
   std::unique_ptr<memory::CudaMeter> cuda;
-  memory::Meter* meter = &memory::TrackingAllocator::instance();
+  memory::TrackingAllocator& tracker = memory::TrackingAllocator::instance();
+  memory::Meter* meter = &tracker;
+  // The recorder comes first: an allocation the model refuses is in the trace (with a free),
+  // so a replay of it fails there too.
+  std::unique_ptr<memory::TraceRecorder> recorder;
+  if (!args.trace_file.empty()) {
+    recorder = std::make_unique<memory::TraceRecorder>(args.trace_file);
+    tracker.add_observer(recorder.get());
+  }
+  std::unique_ptr<memory::ModelledMeter> modelled;
+  if (resolved.model_settings) {
+    modelled = std::make_unique<memory::ModelledMeter>(
+        tracker, *resolved.model_settings, resolved.model_device);
+    meter = modelled.get();
+  }
   if (resolved.device == "cuda") {
     cuda = std::make_unique<memory::CudaMeter>(0);
     meter = cuda.get();
@@ -247,7 +295,8 @@ int run_command(const RunArgs& args) {
     options.device.total_bytes = cuda->device_total_bytes();
   }
   try {
-    meter->set_capacity(resolved.capacity_bytes);
+    if (!modelled)  // the model holds the card itself
+      meter->set_capacity(resolved.capacity_bytes);
   } catch (const std::invalid_argument& e) {
     throw run::ConfigError(
         (args.card.empty() ? "--capacity: " : "--card " + args.card + ": ") +
@@ -309,6 +358,13 @@ int run_command(const RunArgs& args) {
   };
   install_interrupt_handlers();
   const run::RunReport report = run::smoke_run(config, *meter, options);
+  if (recorder) {
+    tracker.remove_observer(recorder.get());
+    recorder->close();
+    log::info(
+        "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
+        "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
+  }
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }

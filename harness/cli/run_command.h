@@ -1,17 +1,21 @@
 #pragma once
 // `oomguard run`: its options, their validation, and the run itself.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "harness/run/config.h"
+#include "harness/sim/caching_allocator.h"
 
 namespace oomguard::cli {
 
 struct RunArgs {
   std::string config_file, report_file, capacity, card, device = "auto";
+  std::string trace_file;                // record the CPU meter's allocations here
+  std::string allocator_model = "none";  // none, or cuda: the caching-allocator model
   std::vector<std::string> sets, disabled_guards;
   int64_t seed = 0;
   bool print_config = false;
@@ -28,6 +32,9 @@ struct ResolvedRun {
   run::RunConfig config;
   int64_t capacity_bytes = 0;  // emulated card; 0: none
   std::string device;          // cpu or cuda (auto resolved)
+  // --allocator-model cuda: the model's settings (memory.alloc_conf) and card.
+  std::optional<sim::AllocatorSettings> model_settings;
+  sim::DeviceLimits model_device;
 };
 // Checks everything the user gave (config, sets, guards, card, capacity, device) and builds
 // the run; throws run::ConfigError or std::invalid_argument naming the bad input.

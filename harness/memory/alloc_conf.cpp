@@ -100,7 +100,8 @@ const std::vector<OptionRule>& rules() {
 
 }  // namespace
 
-void validate_alloc_conf(std::string_view conf, TorchVersion torch) {
+std::vector<AllocOption> split_alloc_conf(std::string_view conf) {
+  std::vector<AllocOption> options;
   size_t pos = 0;
   while (pos < conf.size()) {
     // One option: key:value up to the next comma outside brackets.
@@ -113,7 +114,13 @@ void validate_alloc_conf(std::string_view conf, TorchVersion torch) {
     const size_t colon = option.find(':');
     if (option.empty() || colon == std::string_view::npos)
       bad(conf, "\"" + std::string(option) + "\" is not key:value");
-    const std::string_view key = option.substr(0, colon), value = option.substr(colon + 1);
+    options.push_back({option.substr(0, colon), option.substr(colon + 1)});
+  }
+  return options;
+}
+
+void validate_alloc_conf(std::string_view conf, TorchVersion torch) {
+  for (const auto& [key, value] : split_alloc_conf(conf)) {
     std::string known;
     const OptionRule* rule = nullptr;
     for (const auto& r : rules()) {

@@ -5,6 +5,7 @@
 // allocation, mid-run.
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace oomguard::memory {
 
@@ -12,6 +13,13 @@ struct TorchVersion {
   int major = 0, minor = 0;
   int number() const { return major * 100 + minor; }
 };
+
+struct AllocOption {
+  std::string_view key, value;
+};
+// The options of `conf` in order ("k1:v1,k2:[a:b,c:d]" splits at commas outside brackets).
+// Throws std::invalid_argument for an option that is not key:value.
+std::vector<AllocOption> split_alloc_conf(std::string_view conf);
 
 // Throws std::invalid_argument naming the bad option and what is allowed. Empty is valid.
 void validate_alloc_conf(std::string_view conf, TorchVersion torch);

@@ -1,5 +1,6 @@
 #include "harness/memory/tracking_allocator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -13,9 +14,14 @@
 namespace oomguard::memory {
 namespace {
 
-// Each block carries its size in a header, so a free needs no lookup table. The header is
-// one full alignment unit, so the data pointer keeps c10's 64-byte alignment.
+// Each block carries its size and its observed id (0: none) in a header, so a free needs no
+// lookup table. The header is one full alignment unit, so the data pointer keeps c10's
+// 64-byte alignment.
 constexpr size_t kHeader = 64;
+struct Header {
+  int64_t bytes;
+  int64_t id;
+};
 // Larger requests cannot be counted in an int64_t nor carry a header: refused as an OOM.
 constexpr size_t kLargestRequest =
     static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kHeader;
@@ -50,8 +56,8 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   if (!counting_.load(std::memory_order_relaxed)) {
     // The header says 0 bytes, so the free of this block changes no count either.
     void* base = c10::alloc_cpu(nbytes + kHeader);
-    const int64_t zero = 0;
-    std::memcpy(base, &zero, sizeof(zero));
+    const Header header{0, 0};
+    std::memcpy(base, &header, sizeof(header));
     void* data = static_cast<char*>(base) + kHeader;
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
@@ -63,16 +69,21 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
     throw_oom(n, now - n);
   }
   void* base = nullptr;
+  Header header{n, 0};
   try {
+    if (n > 0 && observed_.load(std::memory_order_relaxed))
+      header.id = observe_alloc(n);
     base = c10::alloc_cpu(nbytes + kHeader);
   } catch (...) {
     allocated_.fetch_sub(n, std::memory_order_relaxed);
+    if (header.id != 0)
+      observe_free(header.id);
     throw;
   }
   raise_peak(peak_, now);
   num_allocs_.fetch_add(1, std::memory_order_relaxed);
   total_allocated_.fetch_add(n, std::memory_order_relaxed);
-  std::memcpy(base, &n, sizeof(n));
+  std::memcpy(base, &header, sizeof(header));
   void* data = static_cast<char*>(base) + kHeader;
   // The context equals the data pointer: oneDNN's raw_allocate relies on it.
   return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
@@ -83,10 +94,53 @@ void TrackingAllocator::release(void* ptr) {
     return;
   }
   void* base = static_cast<char*>(ptr) - kHeader;
-  int64_t n = 0;
-  std::memcpy(&n, base, sizeof(n));
-  instance().allocated_.fetch_sub(n, std::memory_order_relaxed);
+  Header header{};
+  std::memcpy(&header, base, sizeof(header));
+  TrackingAllocator& self = instance();
+  self.allocated_.fetch_sub(header.bytes, std::memory_order_relaxed);
+  if (header.id != 0)
+    self.observe_free(header.id);
   c10::free_cpu(base);
+}
+
+int64_t TrackingAllocator::observe_alloc(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(observers_mutex_);
+  const int64_t id = ++last_id_;
+  for (size_t i = 0; i < observers_.size(); ++i) {
+    try {
+      observers_[i].observer->on_alloc(id, bytes);
+    } catch (...) {
+      // Refused: the observers that saw it see its free, so all agree it never lived.
+      for (size_t j = 0; j < i; ++j)
+        observers_[j].observer->on_free(id);
+      throw;
+    }
+  }
+  return id;
+}
+
+void TrackingAllocator::observe_free(int64_t id) {
+  std::lock_guard<std::mutex> lock(observers_mutex_);
+  for (const Watch& w : observers_)
+    if (id >= w.first_id)
+      w.observer->on_free(id);
+}
+
+void TrackingAllocator::add_observer(AllocationObserver* observer) {
+  std::lock_guard<std::mutex> lock(observers_mutex_);
+  observers_.push_back({observer, last_id_ + 1});
+  observed_.store(true);
+}
+
+void TrackingAllocator::remove_observer(AllocationObserver* observer) {
+  std::lock_guard<std::mutex> lock(observers_mutex_);
+  observers_.erase(
+      std::remove_if(
+          observers_.begin(),
+          observers_.end(),
+          [observer](const Watch& w) { return w.observer == observer; }),
+      observers_.end());
+  observed_.store(!observers_.empty());
 }
 
 void TrackingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {

@@ -2,12 +2,24 @@
 // CPU meter: a counting c10::Allocator installed as the process's CPU allocator.
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 
 #include "harness/memory/meter.h"
 
 namespace oomguard::memory {
+
+// Sees each counted allocation (a process-wide id and its size) and its free, one event at
+// a time. on_alloc may refuse the allocation by throwing c10::OutOfMemoryError: observers
+// added after it then never see it. Frees arrive only for allocations the observer saw.
+class AllocationObserver {
+ public:
+  virtual ~AllocationObserver() = default;
+  virtual void on_alloc(int64_t id, int64_t bytes) = 0;
+  virtual void on_free(int64_t id) = 0;
+};
 
 class TrackingAllocator final : public c10::Allocator, public Meter {
  public:
@@ -35,9 +47,25 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // allocated_bytes.all.allocated).
   int64_t total_allocated_bytes() const { return total_allocated_.load(); }
 
+  // Observers are called in the order added, under one lock. Not owned; remove one before
+  // destroying it.
+  void add_observer(AllocationObserver* observer);
+  void remove_observer(AllocationObserver* observer);
+
  private:
   TrackingAllocator() = default;
   static void release(void* ptr);
+  int64_t observe_alloc(int64_t bytes);  // the allocation's id
+  void observe_free(int64_t id);
+
+  struct Watch {
+    AllocationObserver* observer;
+    int64_t first_id;  // allocations before it was added are not its business
+  };
+  std::mutex observers_mutex_;
+  std::vector<Watch> observers_;
+  std::atomic<bool> observed_{false};
+  int64_t last_id_ = 0;  // under observers_mutex_
   [[noreturn]] void throw_oom(int64_t requested, int64_t allocated);
 
   std::atomic<int64_t> allocated_{0};

@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include "harness/interrupt.h"
+#include "harness/memory/alloc_site.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {
@@ -21,6 +22,7 @@ EvaluateResult evaluate(
   double loss_sum = 0.0;
   for (int64_t step = 0; step < config.batches; ++step) {
     throw_if_interrupted();
+    memory::set_alloc_step(step);
     const data::Batch batch = loader.next().to(model->device());
     result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]

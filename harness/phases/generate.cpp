@@ -12,6 +12,7 @@
 
 #include "data/tokenizer.h"
 #include "harness/interrupt.h"
+#include "harness/memory/alloc_site.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {
@@ -117,6 +118,7 @@ GenerateResult generate(
   at::Tensor last = decoder.next(prompts.ids);  // [B, V]
   for (int64_t i = 0; i < new_tokens; ++i) {
     throw_if_interrupted();
+    memory::set_alloc_step(i);
     // Sampling draws on the host from the seeded CPU generator, so a seed picks the same
     // tokens on every device; only the [B, V] probabilities cross.
     at::Tensor next = config.greedy ? last.argmax(-1, /*keepdim=*/true)

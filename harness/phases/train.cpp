@@ -4,6 +4,7 @@
 #include <torch/nn/utils/clip_grad.h>
 
 #include "harness/interrupt.h"
+#include "harness/memory/alloc_site.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {
@@ -18,6 +19,7 @@ TrainResult train(
   result.losses.reserve(static_cast<size_t>(config.steps));
   for (int64_t step = 0; step < config.steps; ++step) {
     throw_if_interrupted();
+    memory::set_alloc_step(step);
     const data::Batch batch = loader.next().to(model->device());
     result.longest_batch = std::max(result.longest_batch, batch.input_ids.size(1));
     const at::Tensor logits = model->forward(batch.input_ids);  // [B, T, V]
@@ -28,7 +30,11 @@ TrainResult train(
         at::Reduction::Mean,
         /*ignore_index=*/data::kIgnoreIndex);
     optimizer.zero_grad(/*set_to_none=*/true);
-    loss.backward();
+    {
+      memory::AllocTag tag("backward");
+      loss.backward();
+    }
+    memory::AllocTag tag("optimizer");
     torch::nn::utils::clip_grad_norm_(model->parameters(), config.grad_clip);
     optimizer.step();
     result.losses.push_back(loss.item<double>());

@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "harness/atomic_file.h"
 #include "harness/interrupt.h"
+#include "harness/memory/alloc_site.h"
 #include "harness/memory/tracking_allocator.h"
 
 namespace oomguard::run {
@@ -51,6 +52,7 @@ bool run_phase(
   phase.budget_bytes = budget;
   std::string ended;  // "oom" or "interrupted" when the phase ended the run
   {
+    memory::set_alloc_phase(name);  // where the trace's phase starts: with the meter's peak
     memory::PhaseScope scope(meter, phase.memory);
     try {
       body(phase);
@@ -104,6 +106,7 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
 
 void run_phases(
     const RunConfig& config, memory::Meter& meter, const RunOptions& options, RunReport& report) {
+  memory::set_alloc_phase("setup");
   at::manual_seed(options.seed);
 
   data::CorpusConfig corpus = config.corpus;
@@ -198,7 +201,8 @@ nlohmann::json to_json(const RunReport& report) {
       {"total_bytes", d.total_bytes < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.total_bytes)},
       {"emulated_card", or_null(d.card)},
       {"alloc_conf", or_null(d.alloc_conf)},
-      {"alloc_conf_source", or_null(d.alloc_conf_source)}};
+      {"alloc_conf_source", or_null(d.alloc_conf_source)},
+      {"allocator_model", or_null(d.allocator_model)}};
   // Whether each guard was on; empty_cache has no effect on CPU.
   nlohmann::json guards = nlohmann::json::object();
   for (const GuardInfo& g : guard_table()) {

@@ -36,6 +36,7 @@ struct DeviceReport {
   std::string card;               // the emulated card profile (--card), empty if none
   std::string alloc_conf;         // the caching allocator's settings in effect (CUDA)
   std::string alloc_conf_source;  // config, environment or default
+  std::string allocator_model;    // cuda: a CPU run through the caching-allocator model
 };
 
 struct RunReport {

@@ -12,6 +12,8 @@ printf '{"model": ' > "$dir/malformed.json"
 printf 'one\0two\n' > "$dir/binary.txt"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$dir/no_text.jsonl"
 printf 'a line too short for a 32-byte prompt\nshort\n' > "$dir/few_prompts.txt"
+printf '{"op":"alloc","id":1,"bytes":512}\n{"op":"free","id":2}\n' > "$dir/bad_free.jsonl"
+printf '{"op":"alloc","id":1,"bytes":512}\n' > "$dir/trace.jsonl"
 
 # expected stderr part | arguments
 cases=(
@@ -41,6 +43,16 @@ cases=(
   "unknown option foo|run --set memory.alloc_conf=foo:1"
   "expected True or False|run --set memory.alloc_conf=expandable_segments:yes"
   "model is set to a value|run --set model=1 --set model.heads=2"
+  "--card NAME or --capacity|replay $dir/trace.jsonl"
+  "bad_free.jsonl:2: free of id 2|replay $dir/bad_free.jsonl --card t4"
+  "$dir/missing.jsonl|replay $dir/missing.jsonl --card t4"
+  "--alloc-conf|replay $dir/trace.jsonl --card t4 --alloc-conf max_split_size_mb:4"
+  "cudaMallocAsync|replay $dir/trace.jsonl --card t4 --alloc-conf backend:cudaMallocAsync"
+  "--capacity 0|replay $dir/trace.jsonl --capacity 0"
+  "--allocator-model|run --allocator-model hip"
+  "--allocator-model cuda: backend|run --device cpu --allocator-model cuda --set memory.alloc_conf=backend:cudaMallocAsync"
+  "same file|repeat -n 2 --trace $dir/t.jsonl"
+  "--trace $dir/no/such/dir/t.jsonl|run --device cpu --trace $dir/no/such/dir/t.jsonl"
 )
 failed=0
 for c in "${cases[@]}"; do

@@ -1,0 +1,172 @@
+#include "harness/cli/replay_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/atomic_file.h"
+#include "harness/cli/exit_codes.h"
+#include "harness/cli/run_command.h"
+#include "harness/memory/cards.h"
+#include "harness/memory/sizes.h"
+#include "harness/run/config.h"
+#include "harness/sim/replay.h"
+
+namespace oomguard::cli {
+namespace {
+
+using memory::format_size;
+
+nlohmann::json to_json(
+    const sim::ReplayResult& r, const ReplayArgs& args, const sim::DeviceLimits& device) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& p : r.phases)
+    phases.push_back(
+        {{"name", p.name},
+         {"peak_requested_bytes", p.peak_requested_bytes},
+         {"peak_allocated_bytes", p.peak_allocated_bytes},
+         {"peak_reserved_bytes", p.peak_reserved_bytes},
+         {"largest_gap_bytes", p.largest_gap_bytes},
+         {"num_alloc_retries", p.num_alloc_retries}});
+  nlohmann::json oom = nullptr;
+  if (r.oom)
+    oom = {
+        {"line", r.oom->line},
+        {"id", r.oom->id},
+        {"bytes", r.oom->bytes},
+        {"phase", r.oom->phase},
+        {"step", r.oom->step < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.oom->step)},
+        {"tag", r.oom->tag},
+        {"alloc_bytes", r.oom->info.alloc_bytes},
+        {"message", r.oom->info.message}};
+  return {
+      {"schema", "oomguard.replay/1"},
+      {"trace", args.trace_file},
+      {"card", args.card.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.card)},
+      {"capacity_bytes", device.driver_free_bytes},
+      {"alloc_conf", args.alloc_conf},
+      {"events", r.events},
+      {"peak_requested_bytes", r.peak_requested_bytes},
+      {"peak_allocated_bytes", r.peak_allocated_bytes},
+      {"peak_reserved_bytes", r.peak_reserved_bytes},
+      {"largest_gap_bytes", r.largest_gap_bytes},
+      {"largest_gap_line", r.largest_gap_line},
+      {"num_alloc_retries", r.num_alloc_retries},
+      {"num_ooms", r.num_ooms},
+      {"phases", phases},
+      {"oom", oom}};
+}
+
+void print_result(const sim::ReplayResult& r, int64_t capacity) {
+  std::printf(
+      "%-10s %12s %12s %12s %12s %8s\n",
+      "phase",
+      "requested",
+      "allocated",
+      "reserved",
+      "largest_gap",
+      "retries");
+  for (const auto& p : r.phases)
+    std::printf(
+        "%-10s %12s %12s %12s %12s %8lld\n",
+        p.name.c_str(),
+        format_size(p.peak_requested_bytes).c_str(),
+        format_size(p.peak_allocated_bytes).c_str(),
+        format_size(p.peak_reserved_bytes).c_str(),
+        format_size(p.largest_gap_bytes).c_str(),
+        static_cast<long long>(p.num_alloc_retries));
+  std::printf(
+      "largest gap (reserved but unallocated): %s at trace line %lld\n",
+      format_size(r.largest_gap_bytes).c_str(),
+      static_cast<long long>(r.largest_gap_line));
+  if (r.oom) {
+    const auto& o = *r.oom;
+    std::printf(
+        "predicted OOM at trace line %lld: id %lld, %s in phase %s, step %lld, tag %s\n  %s\n",
+        static_cast<long long>(o.line),
+        static_cast<long long>(o.id),
+        format_size(o.bytes).c_str(),
+        o.phase.c_str(),
+        static_cast<long long>(o.step),
+        o.tag.empty() ? "(none)" : o.tag.c_str(),
+        o.info.message.c_str());
+    std::printf("outcome: oom\n");
+  } else {
+    std::printf(
+        "fits: reserved peaks at %s of %s (margin %s)\noutcome: pass\n",
+        format_size(r.peak_reserved_bytes).c_str(),
+        format_size(capacity).c_str(),
+        format_size(capacity - r.peak_reserved_bytes).c_str());
+  }
+}
+
+}  // namespace
+
+void add_replay_options(CLI::App& app, ReplayArgs& args) {
+  app.add_option("trace", args.trace_file, "a trace written by oomguard run --trace")
+      ->required()
+      ->check(CLI::ExistingFile);
+  std::vector<std::string> cards;
+  for (const auto& c : memory::card_profiles())
+    cards.push_back(c.name);
+  auto* card = app.add_option(
+                      "--card",
+                      args.card,
+                      "the card to predict: its total, less the CUDA context, is what the "
+                      "allocator can get")
+                   ->check(CLI::IsMember(cards));
+  auto* capacity = app.add_option(
+      "--capacity",
+      args.capacity,
+      "the most the process may reserve, e.g. 14GiB (as with a memory fraction)");
+  card->excludes(capacity);
+  app.add_option(
+      "--alloc-conf",
+      args.alloc_conf,
+      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True");
+  app.add_option("--report", args.report_file, "write the JSON report here");
+}
+
+int replay_command(const ReplayArgs& args) {
+  if (args.card.empty() && args.capacity.empty())
+    throw run::ConfigError("replay: give the card, --card NAME or --capacity SIZE");
+  sim::DeviceLimits device;
+  if (!args.card.empty()) {
+    const memory::CardProfile& c = memory::find_card(args.card);
+    device = {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0};
+  } else {
+    device = sim::DeviceLimits::capacity(memory::parse_size(args.capacity));
+    if (device.total_bytes <= 0)
+      throw run::ConfigError("--capacity " + args.capacity + ": must be more than 0 bytes");
+  }
+  sim::AllocatorSettings settings;
+  try {
+    settings = sim::AllocatorSettings::parse(args.alloc_conf);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(std::string("--alloc-conf: ") + e.what());
+  }
+  check_writable(args.report_file, "--report");
+  std::ifstream in(args.trace_file);
+  if (!in)
+    throw run::ConfigError("trace " + args.trace_file + ": cannot be opened");
+  const sim::Trace trace = sim::read_trace(in, args.trace_file);
+
+  const auto start = std::chrono::steady_clock::now();
+  const sim::ReplayResult result = sim::replay(trace, settings, device);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(
+      stderr,
+      "replayed %lld of %zu events in %.1f ms\n",
+      static_cast<long long>(result.events),
+      trace.events.size(),
+      seconds * 1e3);
+  if (!args.report_file.empty())
+    write_file_atomically(args.report_file, to_json(result, args, device).dump(2) + "\n");
+  print_result(result, device.driver_free_bytes);
+  return result.oom ? kExitOom : kExitPass;
+}
+
+}  // namespace oomguard::cli

@@ -1,0 +1,63 @@
+#include "harness/memory/trace_recorder.h"
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/memory/alloc_site.h"
+#include "harness/sim/trace.h"
+
+namespace oomguard::memory {
+
+TraceRecorder::TraceRecorder(const std::string& path)
+    : path_(path), file_(std::fopen(path.c_str(), "w")) {
+  if (file_ == nullptr)
+    throw std::runtime_error(
+        "cannot write the trace " + path + ": " + std::strerror(errno) +
+        "; hint: check that its directory exists and is writable");
+  std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
+}
+
+TraceRecorder::~TraceRecorder() {
+  if (file_ != nullptr)
+    std::fclose(file_);
+}
+
+void TraceRecorder::write(const std::string& line) {
+  if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF)
+    failed_ = true;
+  ++events_;
+}
+
+// A phase event wherever the site's phase changed since the last event: the replay's
+// per-phase peaks then start exactly where the meter's did, frees included.
+void TraceRecorder::mark_phase() {
+  const char* phase = alloc_site().phase;
+  if (phase != phase_) {
+    phase_ = phase;
+    write(sim::phase_line(phase));
+  }
+}
+
+void TraceRecorder::on_alloc(int64_t id, int64_t bytes) {
+  mark_phase();
+  const AllocSite site = alloc_site();
+  write(sim::alloc_line(id, bytes, site.phase, site.step, site.tag));
+}
+
+void TraceRecorder::on_free(int64_t id) {
+  mark_phase();
+  write(sim::free_line(id));
+}
+
+void TraceRecorder::close() {
+  if (file_ == nullptr)
+    return;
+  const bool flushed = std::fflush(file_) == 0;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (failed_ || !flushed || !closed)
+    throw std::runtime_error("could not write the whole trace " + path_ + " (disk full?)");
+}
+
+}  // namespace oomguard::memory

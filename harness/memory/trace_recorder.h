@@ -1,0 +1,37 @@
+#pragma once
+// TraceRecorder: writes each allocation and free the CPU meter sees to a JSON Lines trace
+// (harness/sim/trace.h), with the phase, step and tag of its site (alloc_site.h).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "harness/memory/tracking_allocator.h"
+
+namespace oomguard::memory {
+
+class TraceRecorder final : public AllocationObserver {
+ public:
+  // Opens `path` for writing; throws std::runtime_error naming it when that fails.
+  explicit TraceRecorder(const std::string& path);
+  ~TraceRecorder() override;
+  TraceRecorder(const TraceRecorder&) = delete;
+  TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  void on_alloc(int64_t id, int64_t bytes) override;
+  void on_free(int64_t id) override;
+  // Flushes and closes; throws std::runtime_error when the trace could not be written.
+  void close();
+  int64_t events() const { return events_; }
+
+ private:
+  void write(const std::string& line);
+  void mark_phase();
+
+  std::string path_;
+  std::FILE* file_;
+  const char* phase_ = nullptr;  // the phase the last event was in
+  int64_t events_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace oomguard::memory

@@ -1,0 +1,86 @@
+#include "harness/sim/allocator_settings.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "harness/memory/alloc_conf.h"
+
+namespace oomguard::sim {
+namespace {
+
+// The LibTorch whose allocator the simulator follows: its options are the ones accepted.
+constexpr memory::TorchVersion kModelled{2, 6};
+
+int64_t to_int(std::string_view v) {
+  return std::stoll(std::string(v));
+}
+
+int log2_floor(int64_t n) {
+  int k = 0;
+  while (n > 1) {
+    n >>= 1;
+    ++k;
+  }
+  return k;
+}
+
+// "D" sets every interval; "[K1:d1,K2:d2,>:dn]" sets the interval of K MiB (sizes in
+// [K, 2K) MiB) to d, every interval below the first key to d1, and ">" fills from the last
+// key's interval on, that one included (as LibTorch 2.1-2.8 parse it).
+void parse_divisions(std::string_view value, std::array<int64_t, kRoundupIntervals>& table) {
+  if (value.front() != '[') {
+    table.fill(to_int(value));
+    return;
+  }
+  std::string_view list = value.substr(1, value.size() - 2);
+  bool first = true;
+  int last_index = 0;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    const size_t colon = item.find(':');
+    const std::string_view key = item.substr(0, colon);
+    const int64_t d = to_int(item.substr(colon + 1));
+    if (key == ">") {
+      for (int i = last_index; i < kRoundupIntervals; ++i)
+        table[static_cast<size_t>(i)] = d;
+    } else {
+      const int index = std::min(log2_floor(to_int(key)), kRoundupIntervals - 1);
+      if (first) {
+        for (int i = 0; i < index; ++i)
+          table[static_cast<size_t>(i)] = d;
+        first = false;
+      }
+      table[static_cast<size_t>(index)] = d;
+      last_index = index;
+    }
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+}
+
+}  // namespace
+
+AllocatorSettings AllocatorSettings::parse(std::string_view conf) {
+  memory::validate_alloc_conf(conf, kModelled);
+  AllocatorSettings s;
+  for (const auto& [key, value] : memory::split_alloc_conf(conf)) {
+    if (key == "max_split_size_mb")
+      s.max_split_size = to_int(value) * kMiB;
+    else if (key == "max_non_split_rounding_mb")
+      s.max_non_split_rounding = to_int(value) * kMiB;
+    else if (key == "roundup_power2_divisions")
+      parse_divisions(value, s.roundup_divisions);
+    else if (key == "garbage_collection_threshold")
+      s.garbage_collection_threshold = std::stod(std::string(value));
+    else if (key == "expandable_segments")
+      s.expandable_segments = value == "True";
+    else if (key == "backend" && value == "cudaMallocAsync")
+      throw std::invalid_argument(
+          "backend:cudaMallocAsync is not modelled: the simulator follows the native caching "
+          "allocator; hint: drop the backend option to predict the default allocator");
+  }
+  return s;
+}
+
+}  // namespace oomguard::sim

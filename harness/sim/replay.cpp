@@ -1,0 +1,78 @@
+#include "harness/sim/replay.h"
+
+#include <algorithm>
+
+namespace oomguard::sim {
+namespace {
+
+void close_phase(PhasePrediction& p, const CachingAllocator& allocator, int64_t retries_before) {
+  const AllocatorStats& s = allocator.stats();
+  p.peak_requested_bytes = s.requested_bytes.peak;
+  p.peak_allocated_bytes = s.allocated_bytes.peak;
+  p.peak_reserved_bytes = s.reserved_bytes.peak;
+  p.num_alloc_retries = s.num_alloc_retries - retries_before;
+}
+
+}  // namespace
+
+ReplayResult replay(
+    const Trace& trace, const AllocatorSettings& settings, const DeviceLimits& device) {
+  ReplayResult result;
+  CachingAllocator allocator(settings, device);
+  std::vector<CachingAllocator::Handle> blocks(static_cast<size_t>(trace.slots));
+  PhasePrediction* phase = nullptr;
+  int64_t retries_before = 0;
+  const AllocatorStats& stats = allocator.stats();
+  for (const TraceEvent& e : trace.events) {
+    ++result.events;
+    if (e.op == TraceEvent::Op::kPhase) {
+      // Peaks start over at each phase, as the run's meter does.
+      if (phase != nullptr)
+        close_phase(*phase, allocator, retries_before);
+      allocator.reset_peak();
+      retries_before = stats.num_alloc_retries;
+      phase = &result.phases.emplace_back();
+      phase->name = trace.phases[static_cast<size_t>(e.phase)];
+      continue;
+    }
+    if (e.op == TraceEvent::Op::kFree) {
+      allocator.free(blocks[static_cast<size_t>(e.slot)]);
+      continue;
+    }
+    const CachingAllocator::Handle h = allocator.malloc(e.bytes);
+    // Measured as an allocation is served or fails, when held-but-unusable memory costs
+    // something (after the last frees of a run, everything reserved is unallocated).
+    const int64_t gap = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    if (gap > phase->largest_gap_bytes) {
+      phase->largest_gap_bytes = gap;
+      if (gap > result.largest_gap_bytes) {
+        result.largest_gap_bytes = gap;
+        result.largest_gap_line = e.line;
+      }
+    }
+    if (h == CachingAllocator::kOom) {
+      result.oom = PredictedOom{
+          e.line,
+          e.id,
+          e.bytes,
+          trace.phases[static_cast<size_t>(e.phase)],
+          e.step,
+          trace.tags[static_cast<size_t>(e.tag)],
+          *allocator.last_oom()};
+      break;
+    }
+    blocks[static_cast<size_t>(e.slot)] = h;
+  }
+  if (phase != nullptr)
+    close_phase(*phase, allocator, retries_before);
+  for (const PhasePrediction& p : result.phases) {
+    result.peak_requested_bytes = std::max(result.peak_requested_bytes, p.peak_requested_bytes);
+    result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, p.peak_allocated_bytes);
+    result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, p.peak_reserved_bytes);
+  }
+  result.num_alloc_retries = stats.num_alloc_retries;
+  result.num_ooms = stats.num_ooms;
+  return result;
+}
+
+}  // namespace oomguard::sim

@@ -1,0 +1,49 @@
+#pragma once
+// replay: a trace through the caching-allocator model for one card and setting.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/sim/caching_allocator.h"
+#include "harness/sim/trace.h"
+
+namespace oomguard::sim {
+
+struct PhasePrediction {
+  std::string name;
+  int64_t peak_requested_bytes = 0;  // what the run asked for: its own meter's peak
+  int64_t peak_allocated_bytes = 0;  // blocks handed out, rounding and slack included
+  int64_t peak_reserved_bytes = 0;   // segments held: what must fit on the card
+  int64_t largest_gap_bytes = 0;     // most reserved minus allocated as an alloc is served or fails
+  int64_t num_alloc_retries = 0;
+};
+
+struct PredictedOom {
+  int64_t line = 0;  // the failing alloc event's line in the trace
+  int64_t id = 0;
+  int64_t bytes = 0;
+  std::string phase;
+  int64_t step = -1;
+  std::string tag;
+  OomInfo info;  // the segment it needed and LibTorch's message
+};
+
+struct ReplayResult {
+  std::vector<PhasePrediction> phases;  // in the order they ran
+  int64_t peak_requested_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t largest_gap_bytes = 0;  // fragmentation: reserved but unallocated, at an alloc
+  int64_t largest_gap_line = 0;   // where in the trace it was largest
+  int64_t num_alloc_retries = 0;
+  int64_t num_ooms = 0;
+  int64_t events = 0;               // events replayed (the trace stops at an OOM)
+  std::optional<PredictedOom> oom;  // the first allocation that would fail
+};
+
+// Replays until the end or the first predicted OOM, as the real run would stop there.
+ReplayResult replay(
+    const Trace& trace, const AllocatorSettings& settings, const DeviceLimits& device);
+
+}  // namespace oomguard::sim

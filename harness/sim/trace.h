@@ -1,0 +1,53 @@
+#pragma once
+// Allocation traces: what `oomguard run --trace FILE` writes and `oomguard replay` reads.
+// JSON Lines, one event per line (DESIGN.md, "Allocation trace"):
+//   {"op":"phase","phase":"train"}   a phase begins (its peaks start from here)
+//   {"op":"alloc","id":17,"bytes":4096,"phase":"train","step":3,"tag":"block2.attn"}
+//   {"op":"free","id":17}
+#include <cstdint>
+#include <istream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oomguard::sim {
+
+struct TraceEvent {
+  enum class Op : uint8_t { kAlloc, kFree, kPhase };
+  Op op = Op::kAlloc;
+  int32_t phase = 0;  // index into Trace::phases (alloc and phase events)
+  int32_t tag = 0;    // index into Trace::tags (alloc events)
+  int32_t slot = 0;   // dense number of the allocation (alloc and free events)
+  int64_t bytes = 0;  // alloc events
+  int64_t step = -1;  // alloc events; -1 when the trace gives none
+  int64_t id = 0;     // the trace's own id (alloc and free events)
+  int64_t line = 0;   // where in the file
+};
+
+struct Trace {
+  std::vector<TraceEvent> events;
+  std::vector<std::string> phases;  // names, in order of first use
+  std::vector<std::string> tags;    // tags[0] is "" (none given)
+  int32_t slots = 0;                // allocations in all
+};
+
+// A malformed trace: `what()` names the source, the line and what is wrong.
+class TraceError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Reads a whole trace. An alloc whose phase differs from the current one starts that phase
+// (traces written by hand need no phase events). Throws TraceError for a line that is not
+// such an event, a negative size, an id allocated twice while live, or a free of an id that
+// is not live.
+Trace read_trace(std::istream& in, const std::string& source);
+
+// One line of the format, without the newline; `tag` and `phase` are escaped as JSON.
+std::string alloc_line(
+    int64_t id, int64_t bytes, std::string_view phase, int64_t step, std::string_view tag);
+std::string free_line(int64_t id);
+std::string phase_line(std::string_view phase);
+
+}  // namespace oomguard::sim

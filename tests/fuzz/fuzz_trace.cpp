@@ -1,0 +1,37 @@
+// Fuzz target: the trace reader and the allocator model. The first byte picks the settings
+// (default, expandable segments, max_split_size_mb:21 with garbage collection) and the card;
+// the rest is the trace. Reading gives a trace or TraceError naming the source; a replay
+// keeps the model's order at every phase peak: reserved >= allocated >= requested.
+#include <sstream>
+#include <string>
+
+#include "harness/sim/replay.h"
+#include "tests/fuzz/fuzz_check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace oomguard::sim;
+  if (size == 0)
+    return 0;
+  static const char* kConfs[] = {
+      "", "expandable_segments:True", "max_split_size_mb:21,garbage_collection_threshold:0.5"};
+  const AllocatorSettings settings = AllocatorSettings::parse(kConfs[data[0] % 3]);
+  const DeviceLimits device = DeviceLimits::capacity((int64_t{1} << (20 + data[0] / 3 % 12)));
+  std::istringstream in(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
+  Trace trace;
+  try {
+    trace = read_trace(in, "fuzz.jsonl");
+  } catch (const TraceError& e) {
+    oomguard::fuzz::require(
+        std::string(e.what()).rfind("fuzz.jsonl:", 0) == 0, "the message names the trace");
+    return 0;
+  }
+  const ReplayResult r = replay(trace, settings, device);
+  for (const auto& p : r.phases) {
+    oomguard::fuzz::require(
+        p.peak_reserved_bytes >= p.peak_allocated_bytes, "reserved peak >= allocated peak");
+    oomguard::fuzz::require(
+        p.peak_allocated_bytes >= p.peak_requested_bytes, "allocated peak >= requested peak");
+  }
+  oomguard::fuzz::require(r.num_ooms == (r.oom ? 1 : 0), "the replay stops at its OOM");
+  return 0;
+}
