@@ -3,6 +3,8 @@
 
   report_table.py run REPORT.json [REPORT.json ...]   per-phase peaks, one block per report
   report_table.py repeat SUMMARY.json                 failure rate and per-phase peak spread
+  report_table.py compare CUDA.json MODEL.json        real reserved peaks against the allocator
+                                                      model's prediction (run --allocator-model cuda)
 """
 import json
 import sys
@@ -22,6 +24,8 @@ def run_tables(paths):
         where = d.get("name") or r["device"]
         if d.get("emulated_card"):
             where += f" as {d['emulated_card']}"
+        if d.get("allocator_model"):
+            where += " (allocator model)"
         for p in r["phases"]:
             rows.append(f"| {where} | {p['name']} | {p['status']} | {mib(p['peak_allocated_bytes'])} "
                         f"| {mib(p.get('peak_reserved_bytes'))} | {p.get('num_alloc_retries', 0)} "
@@ -46,11 +50,31 @@ def repeat_table(path):
     return head + "\n\n" + "\n".join(rows)
 
 
+def compare_table(real_path, model_path):
+    with open(real_path) as f:
+        real = {p["name"]: p for p in json.load(f)["phases"]}
+    with open(model_path) as f:
+        model = json.load(f)["phases"]
+    rows = ["| phase | real reserved | predicted reserved | predicted - real |", "|---|---|---|---|"]
+    for p in model:
+        r = real.get(p["name"], {}).get("peak_reserved_bytes")
+        m = p.get("peak_reserved_bytes")
+        diff = "-" if r is None or m is None else f"{(m - r) / 2**20:+.2f} MiB ({100 * (m - r) / r:+.1f}%)"
+        rows.append(f"| {p['name']} | {mib(r)} | {mib(m)} | {diff} |")
+    return "\n".join(rows)
+
+
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("run", "repeat"):
+    if len(argv) < 3 or argv[1] not in ("run", "repeat", "compare") or (
+            argv[1] == "compare" and len(argv) != 4):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    print(run_tables(argv[2:]) if argv[1] == "run" else repeat_table(argv[2]))
+    if argv[1] == "run":
+        print(run_tables(argv[2:]))
+    elif argv[1] == "repeat":
+        print(repeat_table(argv[2]))
+    else:
+        print(compare_table(argv[2], argv[3]))
     return 0
 
 

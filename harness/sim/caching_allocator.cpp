@@ -79,7 +79,7 @@ CachingAllocator::Handle CachingAllocator::new_block(const Block& b) {
   if (!unused_.empty()) {
     const Handle h = unused_.back();
     unused_.pop_back();
-    blocks_[static_cast<size_t>(h)] = b;
+    at(h) = b;
     return h;
   }
   blocks_.push_back(b);
@@ -90,8 +90,22 @@ void CachingAllocator::delete_block(Handle h) {
   unused_.push_back(h);
 }
 
+CachingAllocator::Handle CachingAllocator::split(Handle h, int64_t size) {
+  Block rest = at(h);
+  rest.ptr += size;
+  rest.size -= size;
+  rest.prev = h;
+  const Handle r = new_block(rest);  // may move blocks_: no references across it
+  Block& b = at(h);
+  if (b.next != kEmpty)
+    at(b.next).prev = r;
+  b.next = r;
+  b.size = size;
+  return r;
+}
+
 void CachingAllocator::insert_free(Handle h) {
-  Block& b = blocks_[static_cast<size_t>(h)];
+  Block& b = at(h);
   Pool& pool = pool_of(b);
   b.gc_base = pool.get_free_block_calls;
   pool.free.insert(h);
@@ -174,21 +188,20 @@ CachingAllocator::Handle CachingAllocator::get_free_block(Pool& pool, int64_t si
   auto it = pool.free.lower_bound(Key{size, 0});
   if (it == pool.free.end())
     return kOom;
-  if (blocks_[static_cast<size_t>(*it)].expandable) {
+  if (at(*it).expandable) {
     // The size a block could grow to by mapping the unmapped range after it: the tail of
     // a segment loses to an interior block that fits as it is.
     const auto expandable_size = [this](Handle b) {
-      const Block& block = blocks_[static_cast<size_t>(b)];
-      const bool grows = block.next != kEmpty && !blocks_[static_cast<size_t>(block.next)].mapped;
-      return block.size + (grows ? blocks_[static_cast<size_t>(block.next)].size : 0);
+      const Block& block = at(b);
+      const bool grows = block.next != kEmpty && !at(block.next).mapped;
+      return block.size + (grows ? at(block.next).size : 0);
     };
-    for (auto next = std::next(it); blocks_[static_cast<size_t>(*it)].expandable &&
-                                    next != pool.free.end() &&
+    for (auto next = std::next(it); at(*it).expandable && next != pool.free.end() &&
                                     expandable_size(*next) < expandable_size(*it);) {
       it = next++;
     }
   }
-  const Block& b = blocks_[static_cast<size_t>(*it)];
+  const Block& b = at(*it);
   // Oversize blocks serve only oversize requests, and those only within the rounding slack.
   if (size < settings_.max_split_size && b.size >= settings_.max_split_size)
     return kOom;
@@ -223,31 +236,22 @@ CachingAllocator::Handle CachingAllocator::alloc_block(
 
 CachingAllocator::Handle CachingAllocator::alloc_found_block(
     Handle h, int64_t requested, int64_t size) {
-  const bool already_split = is_split(blocks_[static_cast<size_t>(h)]);
-  const bool expandable = blocks_[static_cast<size_t>(h)].expandable;
-  if (should_split(blocks_[static_cast<size_t>(h)], size)) {
+  const bool already_split = is_split(at(h));
+  const bool expandable = at(h).expandable;
+  if (should_split(at(h), size)) {
     // The request takes the low addresses; the rest stays free.
-    Block rest = blocks_[static_cast<size_t>(h)];
-    rest.ptr += size;
-    rest.size -= size;
-    rest.prev = h;
-    const Handle r = new_block(rest);
-    Block& b = blocks_[static_cast<size_t>(h)];
-    if (b.next != kEmpty)
-      blocks_[static_cast<size_t>(b.next)].prev = r;
-    b.next = r;
-    b.size = size;
-    insert_free(r);
+    const Handle rest = split(h, size);
+    insert_free(rest);
     if (!expandable) {
       if (already_split)
         stats_.inactive_split_bytes.sub(size);
       else
-        stats_.inactive_split_bytes.add(rest.size);
+        stats_.inactive_split_bytes.add(at(rest).size);
     }
   } else if (already_split && !expandable) {
-    stats_.inactive_split_bytes.sub(blocks_[static_cast<size_t>(h)].size);
+    stats_.inactive_split_bytes.sub(at(h).size);
   }
-  Block& b = blocks_[static_cast<size_t>(h)];
+  Block& b = at(h);
   b.allocated = true;
   b.requested = requested;
   stats_.allocated_bytes.add(b.size);
@@ -262,14 +266,14 @@ CachingAllocator::Handle CachingAllocator::alloc_found_block(
 void CachingAllocator::free(Handle h) {
   if (h < 0)
     return;
-  Block& b = blocks_[static_cast<size_t>(h)];
+  Block& b = at(h);
   b.allocated = false;
   const int64_t size = b.size, requested = b.requested;
   const Handle prev = b.prev, next = b.next;
   stats_.allocated_bytes.sub(size);
   int64_t net_inactive_split = -try_merge(h, prev) - try_merge(h, next);
   insert_free(h);
-  const Block& merged = blocks_[static_cast<size_t>(h)];
+  const Block& merged = at(h);
   if (is_split(merged))
     net_inactive_split += merged.size;
   if (!merged.expandable) {
@@ -285,8 +289,8 @@ void CachingAllocator::free(Handle h) {
 int64_t CachingAllocator::try_merge(Handle dst, Handle src) {
   if (src == kEmpty)
     return 0;
-  Block& s = blocks_[static_cast<size_t>(src)];
-  Block& d = blocks_[static_cast<size_t>(dst)];
+  Block& s = at(src);
+  Block& d = at(dst);
   if (s.allocated || s.mapped != d.mapped)
     return 0;
   Pool& pool = pool_of(s);
@@ -298,11 +302,11 @@ int64_t CachingAllocator::try_merge(Handle dst, Handle src) {
     d.ptr = s.ptr;
     d.prev = s.prev;
     if (d.prev != kEmpty)
-      blocks_[static_cast<size_t>(d.prev)].next = dst;
+      at(d.prev).next = dst;
   } else {
     d.next = s.next;
     if (d.next != kEmpty)
-      blocks_[static_cast<size_t>(d.next)].prev = dst;
+      at(d.next).prev = dst;
   }
   const int64_t subsumed = s.size;
   d.size += subsumed;
@@ -314,7 +318,7 @@ int64_t CachingAllocator::try_merge(Handle dst, Handle src) {
 // Giving memory back: oversize blocks, whole cached segments, garbage collection.
 
 void CachingAllocator::release_block(Handle h) {
-  const Block& b = blocks_[static_cast<size_t>(h)];
+  const Block& b = at(h);
   pool_of(b).free.erase(h);
   stats_.reserved_bytes.sub(b.size);
   --stats_.segments;
@@ -328,7 +332,7 @@ bool CachingAllocator::release_available_cached_blocks(Pool& pool, int64_t size)
     return false;
   const int64_t key = std::max(size, max_split);
   auto it = pool.free.lower_bound(Key{key, 0});
-  if (it != pool.free.end() && !blocks_[static_cast<size_t>(*it)].expandable) {
+  if (it != pool.free.end() && !at(*it).expandable) {
     release_block(*it);
     return true;
   }
@@ -337,13 +341,13 @@ bool CachingAllocator::release_available_cached_blocks(Pool& pool, int64_t size)
     return false;
   --it;
   int64_t released = 0;
-  while (released < key && blocks_[static_cast<size_t>(*it)].size >= max_split) {
+  while (released < key && at(*it).size >= max_split) {
     const Handle current = *it;
     const bool first = it == pool.free.begin();
     if (!first)
       --it;
-    if (!blocks_[static_cast<size_t>(current)].expandable) {
-      released += blocks_[static_cast<size_t>(current)].size;
+    if (!at(current).expandable) {
+      released += at(current).size;
       release_block(current);
     }
     if (first)
@@ -361,7 +365,7 @@ void CachingAllocator::release_blocks(Pool& pool) {
   std::vector<Handle> to_unmap;
   for (auto it = pool.free.begin(); it != pool.free.end();) {
     const Handle h = *it++;
-    const Block& b = blocks_[static_cast<size_t>(h)];
+    const Block& b = at(h);
     if (b.expandable)
       to_unmap.push_back(h);
     else if (!is_split(b))
@@ -369,7 +373,7 @@ void CachingAllocator::release_blocks(Pool& pool) {
   }
   for (const Handle h : to_unmap) {
     unmap_block(h);
-    const Block& b = blocks_[static_cast<size_t>(h)];
+    const Block& b = at(h);
     if (!b.mapped && !is_split(b))
       release_expandable_segment(h);
   }
@@ -386,12 +390,10 @@ void CachingAllocator::garbage_collect() {
     return;
   const int64_t target = stats_.reserved_bytes.current - threshold;
   // A block's age: get_free_block calls on the large pool since it was cached.
-  const auto age = [this](Handle h) {
-    return large_.get_free_block_calls - blocks_[static_cast<size_t>(h)].gc_base;
-  };
+  const auto age = [this](Handle h) { return large_.get_free_block_calls - at(h).gc_base; };
   int64_t total_age = 0, count = 0;
   for (const Handle h : large_.free) {
-    if (!is_split(blocks_[static_cast<size_t>(h)])) {
+    if (!is_split(at(h))) {
       total_age += age(h);
       ++count;
     }
@@ -404,7 +406,7 @@ void CachingAllocator::garbage_collect() {
     freed = false;
     for (auto it = large_.free.begin(); it != large_.free.end();) {
       const Handle h = *it++;
-      const Block& b = blocks_[static_cast<size_t>(h)];
+      const Block& b = at(h);
       if (!is_split(b) && !b.expandable && static_cast<double>(age(h)) >= average_age) {
         freed = true;
         reclaimed += b.size;
@@ -422,17 +424,16 @@ void CachingAllocator::garbage_collect() {
 
 CachingAllocator::Handle CachingAllocator::try_allocate_expandable_block(Pool& pool, int64_t size) {
   Handle c = find_expandable_block(pool, size);
-  if (!blocks_[static_cast<size_t>(c)].mapped &&
-      !map_block(c, std::min(blocks_[static_cast<size_t>(c)].size, size)))
+  if (!at(c).mapped && !map_block(c, std::min(at(c).size, size)))
     return kOom;
   // Map the unmapped range after the candidate until it is large enough; each mapping
   // merges the candidate into the newly mapped block.
-  while (blocks_[static_cast<size_t>(c)].size < size) {
-    const Handle next = blocks_[static_cast<size_t>(c)].next;
+  while (at(c).size < size) {
+    const Handle next = at(c).next;
     if (next == kEmpty)
       return kOom;  // larger than a whole segment's address space
-    const int64_t missing = size - blocks_[static_cast<size_t>(c)].size;
-    if (!map_block(next, std::min(missing, blocks_[static_cast<size_t>(next)].size)))
+    const int64_t missing = size - at(c).size;
+    if (!map_block(next, std::min(missing, at(next).size)))
       return kOom;
     c = next;
   }
@@ -441,17 +442,13 @@ CachingAllocator::Handle CachingAllocator::try_allocate_expandable_block(Pool& p
 }
 
 CachingAllocator::Handle CachingAllocator::find_expandable_block(Pool& pool, int64_t size) {
-  const auto allocatable = [this](Handle h) {
-    return h != kEmpty && !blocks_[static_cast<size_t>(h)].allocated;
-  };
+  const auto allocatable = [this](Handle h) { return h != kEmpty && !at(h).allocated; };
   // The lowest address where free and unmapped blocks together hold `size`.
   for (const Handle u : pool.unmapped) {
-    Handle start = allocatable(blocks_[static_cast<size_t>(u)].prev)
-                       ? blocks_[static_cast<size_t>(u)].prev
-                       : u;
+    Handle start = allocatable(at(u).prev) ? at(u).prev : u;
     int64_t bytes = 0;
-    for (Handle b = start; bytes < size && allocatable(b); b = blocks_[static_cast<size_t>(b)].next)
-      bytes += blocks_[static_cast<size_t>(b)].size;
+    for (Handle b = start; bytes < size && allocatable(b); b = at(b).next)
+      bytes += at(b).size;
     if (bytes >= size)
       return start;
   }
@@ -471,29 +468,19 @@ CachingAllocator::Handle CachingAllocator::find_expandable_block(Pool& pool, int
 }
 
 bool CachingAllocator::map_block(Handle h, int64_t size) {
-  Pool& pool = pool_of(blocks_[static_cast<size_t>(h)]);
-  const int64_t mapped =
-      std::min(round_up(size, page_size(pool)), blocks_[static_cast<size_t>(h)].size);
+  Pool& pool = pool_of(at(h));
+  const int64_t mapped = std::min(round_up(size, page_size(pool)), at(h).size);
   if (mapped > driver_free())
     return false;  // the pages of one mapping are created all or none
   pool.unmapped.erase(h);
-  blocks_[static_cast<size_t>(h)].mapped = true;
-  if (mapped < blocks_[static_cast<size_t>(h)].size) {
-    Block rest = blocks_[static_cast<size_t>(h)];
-    rest.ptr += mapped;
-    rest.size -= mapped;
-    rest.mapped = false;
-    rest.prev = h;
-    const Handle r = new_block(rest);
-    Block& b = blocks_[static_cast<size_t>(h)];
-    if (b.next != kEmpty)
-      blocks_[static_cast<size_t>(b.next)].prev = r;
-    b.next = r;
-    b.size = mapped;
-    pool.unmapped.insert(r);
+  at(h).mapped = true;
+  if (mapped < at(h).size) {
+    const Handle rest = split(h, mapped);
+    at(rest).mapped = false;
+    pool.unmapped.insert(rest);
   }
-  try_merge(h, blocks_[static_cast<size_t>(h)].prev);
-  try_merge(h, blocks_[static_cast<size_t>(h)].next);
+  try_merge(h, at(h).prev);
+  try_merge(h, at(h).next);
   insert_free(h);
   stats_.reserved_bytes.add(mapped);
   ++stats_.num_device_alloc;
@@ -501,9 +488,9 @@ bool CachingAllocator::map_block(Handle h, int64_t size) {
 }
 
 void CachingAllocator::unmap_block(Handle h) {
-  Pool& pool = pool_of(blocks_[static_cast<size_t>(h)]);
+  Pool& pool = pool_of(at(h));
   const int64_t page = page_size(pool);
-  const Block whole = blocks_[static_cast<size_t>(h)];
+  const Block whole = at(h);
   // Only pages entirely inside the free block: a page shared with a live block stays.
   const int64_t begin = round_up(whole.ptr, page), end = round_down(whole.ptr + whole.size, page);
   if (end <= begin)
@@ -515,34 +502,25 @@ void CachingAllocator::unmap_block(Handle h) {
     before.next = h;
     const Handle f = new_block(before);
     if (before.prev != kEmpty)
-      blocks_[static_cast<size_t>(before.prev)].next = f;
-    blocks_[static_cast<size_t>(h)].prev = f;
+      at(before.prev).next = f;
+    at(h).prev = f;
     insert_free(f);
   }
-  if (end < whole.ptr + whole.size) {
-    Block after = whole;
-    after.ptr = end;
-    after.size = whole.ptr + whole.size - end;
-    after.prev = h;
-    const Handle a = new_block(after);
-    if (after.next != kEmpty)
-      blocks_[static_cast<size_t>(after.next)].prev = a;
-    blocks_[static_cast<size_t>(h)].next = a;
-    insert_free(a);
-  }
-  Block& b = blocks_[static_cast<size_t>(h)];
+  if (end < whole.ptr + whole.size)
+    insert_free(split(h, end - whole.ptr));
+  Block& b = at(h);
   b.ptr = begin;
   b.size = end - begin;
   b.mapped = false;
   try_merge(h, b.prev);
-  try_merge(h, blocks_[static_cast<size_t>(h)].next);
+  try_merge(h, at(h).next);
   pool.unmapped.insert(h);
   stats_.reserved_bytes.sub(end - begin);
   ++stats_.num_device_free;
 }
 
 void CachingAllocator::release_expandable_segment(Handle h) {
-  pool_of(blocks_[static_cast<size_t>(h)]).unmapped.erase(h);
+  pool_of(at(h)).unmapped.erase(h);
   delete_block(h);
 }
 
@@ -563,7 +541,7 @@ int64_t CachingAllocator::largest_free_block() const {
   int64_t largest = 0;
   for (const Pool* pool : {&small_, &large_})
     if (!pool->free.empty())
-      largest = std::max(largest, blocks_[static_cast<size_t>(*pool->free.rbegin())].size);
+      largest = std::max(largest, at(*pool->free.rbegin()).size);
   return largest;
 }
 

@@ -82,7 +82,7 @@ class CachingAllocator {
 
   const AllocatorStats& stats() const { return stats_; }
   const std::optional<OomInfo>& last_oom() const { return last_oom_; }
-  int64_t block_size(Handle block) const { return blocks_[static_cast<size_t>(block)].size; }
+  int64_t block_size(Handle block) const { return at(block).size; }
   int64_t largest_free_block() const;
   const AllocatorSettings& settings() const { return settings_; }
 
@@ -122,8 +122,13 @@ class CachingAllocator {
     bool small;
   };
 
+  Block& at(Handle h) { return blocks_[static_cast<size_t>(h)]; }
+  const Block& at(Handle h) const { return blocks_[static_cast<size_t>(h)]; }
   Handle new_block(const Block& b);
   void delete_block(Handle h);
+  // Cuts `h` after `size` bytes: `h` keeps the low part, the new block returned (same pool and
+  // flags, not in any set) the rest.
+  Handle split(Handle h, int64_t size);
   Pool& pool_of(const Block& b) { return b.small ? small_ : large_; }
   bool is_split(const Block& b) const { return b.prev != kEmpty || b.next != kEmpty; }
   void insert_free(Handle h);

@@ -50,7 +50,7 @@ Trace read_trace(std::istream& in, const std::string& source) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::exception&) {  // parse_error, out_of_range (a huge number)
       bad("not a JSON object; each line holds one event");
     }
     if (!j.is_object() || !j.contains("op") || !j["op"].is_string())

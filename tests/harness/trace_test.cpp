@@ -1,0 +1,99 @@
+// harness/memory/trace_recorder.cpp and modelled_meter.cpp: what the CPU meter's observers
+// see, and the caching-allocator model refusing an allocation on the emulated card.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <ATen/ops/empty.h>
+
+#include "harness/memory/alloc_site.h"
+#include "harness/memory/modelled_meter.h"
+#include "harness/memory/trace_recorder.h"
+#include "harness/sim/trace.h"
+#include "tests/support/fixtures.h"
+
+namespace oomguard::memory {
+namespace {
+
+constexpr int64_t MiB = 1 << 20;
+
+class TraceTest : public testing::TrackedFixture {
+ protected:
+  void TearDown() override {
+    set_alloc_phase("setup");  // the site is process-wide
+    std::remove(path_.c_str());
+    testing::TrackedFixture::TearDown();
+  }
+  sim::Trace read_back() const {
+    std::ifstream in(path_);
+    return sim::read_trace(in, path_);
+  }
+  const std::string path_ = ::testing::TempDir() + "oomguard_trace_test.jsonl";
+};
+
+TEST_F(TraceTest, RecordsEachAllocationWithItsSiteAndItsFree) {
+  TraceRecorder recorder(path_);
+  meter().add_observer(&recorder);
+  set_alloc_phase("train");
+  set_alloc_step(3);
+  {
+    AllocTag tag("block2.attn");
+    auto a = at::empty({1000}, at::kFloat);  // 4000 bytes
+  }
+  meter().remove_observer(&recorder);
+  recorder.close();
+  const sim::Trace trace = read_back();
+  ASSERT_EQ(trace.events.size(), 3u);  // phase, alloc, free
+  EXPECT_EQ(trace.events[0].op, sim::TraceEvent::Op::kPhase);
+  const sim::TraceEvent& alloc = trace.events[1];
+  EXPECT_EQ(alloc.op, sim::TraceEvent::Op::kAlloc);
+  EXPECT_EQ(alloc.bytes, 4000);
+  EXPECT_EQ(trace.phases[static_cast<size_t>(alloc.phase)], "train");
+  EXPECT_EQ(alloc.step, 3);
+  EXPECT_EQ(trace.tags[static_cast<size_t>(alloc.tag)], "block2.attn");
+  EXPECT_EQ(trace.events[2].op, sim::TraceEvent::Op::kFree);
+  EXPECT_EQ(trace.events[2].slot, alloc.slot);
+}
+
+TEST_F(TraceTest, ModelRefusesWhatTheCachingAllocatorWouldAndTheTraceKeepsIt) {
+  // A 21 MiB card: a 3 MiB tensor reserves a 20 MiB segment; one more byte needs a 2 MiB
+  // small segment, 22 > 21 MiB, though 3 MiB + 1 byte of tensors is far below the card.
+  TraceRecorder recorder(path_);
+  meter().add_observer(&recorder);  // first: it sees the refused allocation, and its free
+  {
+    ModelledMeter model(meter(), {}, sim::DeviceLimits::capacity(21 * MiB));
+    auto a = at::empty({3 * MiB}, at::kByte);
+    EXPECT_EQ(model.stats().reserved_bytes, 20 * MiB);
+    const int64_t allocated = meter().stats().allocated_bytes;
+    try {
+      auto b = at::empty({1}, at::kByte);
+      ADD_FAILURE() << "expected an OutOfMemoryError";
+    } catch (const c10::OutOfMemoryError& e) {
+      EXPECT_NE(std::string(e.what()).find("Tried to allocate 2.00 MiB"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(meter().stats().allocated_bytes, allocated);  // the refusal left no count
+    EXPECT_EQ(model.stats().num_ooms, 1);
+    EXPECT_EQ(model.stats().num_alloc_retries, 1);
+    a.reset();
+    EXPECT_EQ(model.stats().reserved_bytes, 20 * MiB);  // cached
+    model.release_cache();
+    EXPECT_EQ(model.stats().reserved_bytes, 0);
+  }
+  meter().remove_observer(&recorder);
+  recorder.close();
+  const sim::Trace trace = read_back();
+  // The refused byte: an alloc followed at once by its free.
+  size_t i = 0;
+  while (i < trace.events.size() && trace.events[i].bytes != 1)
+    ++i;
+  ASSERT_LT(i + 1, trace.events.size());
+  EXPECT_EQ(trace.events[i].op, sim::TraceEvent::Op::kAlloc);
+  EXPECT_EQ(trace.events[i + 1].op, sim::TraceEvent::Op::kFree);
+  EXPECT_EQ(trace.events[i + 1].slot, trace.events[i].slot);
+}
+
+}  // namespace
+}  // namespace oomguard::memory
