@@ -39,8 +39,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(
     const torch::Tensor& x, KVCache* cache, int64_t layer) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads_, Dh = C / H;
   // [B, T, 3C] -> 3 x [B, H, T, Dh]
-  auto qkv = qkv_->forward(x).view({B, T, 3, H, Dh}).permute({2, 0, 3, 1, 4});
-  at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  // unbind, not qkv[i]: its backward stacks the three gradients in one pass, where three
+  // selects would each zero a full [3, B, H, T, Dh] buffer and add them up.
+  const auto qkv = qkv_->forward(x).view({B, T, 3, H, Dh}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const double p = is_training() ? dropout_ : 0.0;
   at::Tensor y;
   if (cache == nullptr || cache->length() == 0) {

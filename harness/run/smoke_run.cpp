@@ -12,6 +12,7 @@
 #include "harness/atomic_file.h"
 #include "harness/interrupt.h"
 #include "harness/memory/alloc_site.h"
+#include "harness/phases/fused_adamw.h"
 #include "harness/memory/tracking_allocator.h"
 
 namespace oomguard::run {
@@ -126,7 +127,7 @@ void run_phases(
   models::TinyGPT model(model_config);
   if (options.device.type == "cuda")
     model->to(c10::Device(c10::kCUDA, 0));
-  torch::optim::AdamW optimizer(
+  phases::FusedAdamW optimizer(
       model->parameters(),
       torch::optim::AdamWOptions(config.train.lr).weight_decay(config.train.weight_decay));
 

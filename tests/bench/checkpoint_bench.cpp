@@ -10,6 +10,7 @@
 #include <torch/optim/adamw.h>
 
 #include "data/tokenizer.h"
+#include "harness/phases/fused_adamw.h"
 #include "models/tiny_gpt.h"
 
 namespace oomguard::bench {
@@ -22,7 +23,7 @@ void BM_TrainStepCheckpoint(benchmark::State& state) {
   config.checkpoint_blocks = state.range(0) != 0;
   at::manual_seed(0);
   models::TinyGPT model(config);
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  phases::FusedAdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   const at::Tensor ids = at::randint(0, data::kVocabSize, {B, T}, at::kLong);
   const at::Tensor labels = at::randint(0, data::kVocabSize, {B * T}, at::kLong);
   for (auto _ : state) {

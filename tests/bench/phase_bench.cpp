@@ -14,6 +14,7 @@
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "harness/memory/tracking_allocator.h"
+#include "harness/phases/fused_adamw.h"
 #include "harness/phases/phases.h"
 
 namespace oomguard::bench {
@@ -56,7 +57,7 @@ void train_steps(benchmark::State& state, bool tracked) {
   {
     at::manual_seed(0);
     models::TinyGPT model(bench_model());
-    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+    phases::FusedAdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
     const auto samples = bench_corpus();
     data::Loader loader(samples, kBatch, /*seed=*/0, {kLength});
     const data::Batch batch = loader.next();
