@@ -358,13 +358,8 @@ int run_command(const RunArgs& args) {
   };
   install_interrupt_handlers();
   const run::RunReport report = run::smoke_run(config, *meter, options);
-  if (recorder) {
+  if (recorder)
     tracker.remove_observer(recorder.get());
-    recorder->close();
-    log::info(
-        "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
-        "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
-  }
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }
@@ -374,6 +369,12 @@ int run_command(const RunArgs& args) {
   if (!args.report_file.empty())
     run::write_report(report, args.report_file);
   print_table(report);
+  if (recorder) {  // after the report: a trace that cannot be written loses nothing else
+    recorder->close();
+    log::info(
+        "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
+        "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
+  }
   if (report.outcome == "oom")
     return kExitOom;
   if (report.outcome == "interrupted")
