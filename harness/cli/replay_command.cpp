@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
@@ -19,8 +20,27 @@ namespace {
 
 using memory::format_size;
 
+// "X.Y" as major * 100 + minor; throws run::ConfigError otherwise.
+int parse_torch_version(const std::string& text) {
+  const size_t dot = text.find('.');
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dot == std::string::npos || !digits(text.substr(0, dot)) || !digits(text.substr(dot + 1)))
+    throw run::ConfigError("--torch-version " + text + ": expected MAJOR.MINOR, e.g. 1.13 or 2.6");
+  const int minor = std::stoi(text.substr(dot + 1));
+  const int version = std::stoi(text.substr(0, dot)) * 100 + minor;
+  if (minor > 99 || version < 113)
+    throw run::ConfigError(
+        "--torch-version " + text + ": the allocator model covers 1.13 and later");
+  return version;
+}
+
 nlohmann::json to_json(
-    const sim::ReplayResult& r, const ReplayArgs& args, const sim::DeviceLimits& device) {
+    const sim::ReplayResult& r,
+    const ReplayArgs& args,
+    const std::string& torch_version,
+    const sim::DeviceLimits& device) {
   nlohmann::json phases = nlohmann::json::array();
   for (const auto& p : r.phases)
     phases.push_back(
@@ -47,6 +67,7 @@ nlohmann::json to_json(
       {"card", args.card.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.card)},
       {"capacity_bytes", device.driver_free_bytes},
       {"alloc_conf", args.alloc_conf},
+      {"torch_version", torch_version},
       {"events", r.events},
       {"peak_requested_bytes", r.peak_requested_bytes},
       {"peak_allocated_bytes", r.peak_allocated_bytes},
@@ -126,6 +147,11 @@ void add_replay_options(CLI::App& app, ReplayArgs& args) {
       "--alloc-conf",
       args.alloc_conf,
       "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True");
+  app.add_option(
+      "--torch-version",
+      args.torch_version,
+      "the LibTorch whose allocator to model, e.g. 1.13 (default: the one oomguard was built "
+      "with; versions after 2.6 behave as 2.6)");
   app.add_option("--report", args.report_file, "write the JSON report here");
 }
 
@@ -141,9 +167,14 @@ int replay_command(const ReplayArgs& args) {
     if (device.total_bytes <= 0)
       throw run::ConfigError("--capacity " + args.capacity + ": must be more than 0 bytes");
   }
+  const std::string torch_version =
+      args.torch_version.empty()
+          ? std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)
+          : args.torch_version;
+  const int version = parse_torch_version(torch_version);
   sim::AllocatorSettings settings;
   try {
-    settings = sim::AllocatorSettings::parse(args.alloc_conf);
+    settings = sim::AllocatorSettings::parse(args.alloc_conf, version);
   } catch (const std::invalid_argument& e) {
     throw run::ConfigError(std::string("--alloc-conf: ") + e.what());
   }
@@ -164,7 +195,8 @@ int replay_command(const ReplayArgs& args) {
       trace.events.size(),
       seconds * 1e3);
   if (!args.report_file.empty())
-    write_file_atomically(args.report_file, to_json(result, args, device).dump(2) + "\n");
+    write_file_atomically(
+        args.report_file, to_json(result, args, torch_version, device).dump(2) + "\n");
   print_result(result, device.driver_free_bytes);
   return result.oom ? kExitOom : kExitPass;
 }

@@ -8,6 +8,7 @@ namespace oomguard::cli {
 
 struct ReplayArgs {
   std::string trace_file, card, capacity, alloc_conf, report_file;
+  std::string torch_version;  // X.Y of the allocator to model; empty: this build's LibTorch
 };
 
 void add_replay_options(CLI::App& app, ReplayArgs& args);

@@ -228,7 +228,8 @@ ResolvedRun resolve_run(const RunArgs& args) {
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
   if (args.allocator_model == "cuda") {
     try {
-      resolved.model_settings = sim::AllocatorSettings::parse(resolved.config.alloc_conf);
+      resolved.model_settings = sim::AllocatorSettings::parse(
+          resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
     } catch (const std::invalid_argument& e) {
       throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
     }

@@ -9,9 +9,6 @@
 namespace oomguard::sim {
 namespace {
 
-// The LibTorch whose allocator the simulator follows: its options are the ones accepted.
-constexpr memory::TorchVersion kModelled{2, 6};
-
 int64_t to_int(std::string_view v) {
   return std::stoll(std::string(v));
 }
@@ -61,16 +58,27 @@ void parse_divisions(std::string_view value, std::array<int64_t, kRoundupInterva
 
 }  // namespace
 
-AllocatorSettings AllocatorSettings::parse(std::string_view conf) {
-  memory::validate_alloc_conf(conf, kModelled);
+AllocatorSettings AllocatorSettings::parse(std::string_view conf, int torch_version) {
+  if (torch_version < 113)
+    throw std::invalid_argument(
+        "LibTorch " + std::to_string(torch_version / 100) + "." +
+        std::to_string(torch_version % 100) + ": the allocator model covers 1.13 and later");
+  memory::validate_alloc_conf(conf, {torch_version / 100, torch_version % 100});
   AllocatorSettings s;
+  s.torch_version = std::min(torch_version, kLatestModelled);
   for (const auto& [key, value] : memory::split_alloc_conf(conf)) {
     if (key == "max_split_size_mb")
       s.max_split_size = to_int(value) * kMiB;
     else if (key == "max_non_split_rounding_mb")
       s.max_non_split_rounding = to_int(value) * kMiB;
+    else if (key == "roundup_power2_divisions" && value.front() == '[' && torch_version < 201)
+      throw std::invalid_argument(
+          "roundup_power2_divisions:" + std::string(value) +
+          ": per-size divisions need LibTorch 2.1 or later; give one number");
     else if (key == "roundup_power2_divisions")
       parse_divisions(value, s.roundup_divisions);
+    else if (key == "roundup_bypass_threshold_mb")
+      s.roundup_bypass_threshold = to_int(value) * kMiB;
     else if (key == "garbage_collection_threshold")
       s.garbage_collection_threshold = std::stod(std::string(value));
     else if (key == "expandable_segments")

@@ -117,6 +117,15 @@ void CachingAllocator::insert_free(Handle h) {
 int64_t CachingAllocator::round_size(int64_t bytes) const {
   if (bytes < kMinBlockSize)
     return kMinBlockSize;
+  if (settings_.torch_version < 201) {
+    // One division count for every size (the table holds it everywhere); it applies from 1.
+    const int64_t d = settings_.roundup_divisions[0];
+    if (bytes > settings_.roundup_bypass_threshold || d <= 0 || bytes <= kMinBlockSize * d)
+      return round_up(bytes, kMinBlockSize);
+    if (settings_.torch_version < 200 && d <= 1)
+      return bytes;  // 1.13's helper returns the size as it is: not even a multiple of 512
+    return next_division(bytes, d);
+  }
   const int index = std::clamp(log2_floor(bytes) - 20, 0, kRoundupIntervals - 1);
   const int64_t d = settings_.roundup_divisions[static_cast<size_t>(index)];
   if (d > 1 && bytes > kMinBlockSize * d)
@@ -550,10 +559,23 @@ void CachingAllocator::fail(int64_t requested, int64_t alloc_size) {
   const int64_t allocated = stats_.allocated_bytes.current;
   const int64_t reserved = stats_.reserved_bytes.current;
   const int64_t total = device_.total_bytes;
+  const std::string free = torch_format_size(std::min(driver_free(), total));
+  if (settings_.torch_version < 201) {  // 1.13 and 2.0: one parenthesised sentence
+    std::string message = "CUDA out of memory. Tried to allocate " + torch_format_size(alloc_size) +
+                          " (GPU 0; " + torch_format_size(total) + " total capacity; " +
+                          torch_format_size(allocated) + " already allocated; " + free + " free; ";
+    if (device_.allowed_bytes > 0)
+      message += torch_format_size(device_.allowed_bytes) + " allowed; ";
+    message += torch_format_size(reserved) +
+               " reserved in total by PyTorch) If reserved memory is >> allocated memory try "
+               "setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
+               "Management and PYTORCH_CUDA_ALLOC_CONF";
+    last_oom_ = OomInfo{requested, alloc_size, std::move(message)};
+    return;
+  }
   std::string message = "CUDA out of memory. Tried to allocate " + torch_format_size(alloc_size) +
                         ". GPU 0 has a total capacity of " + torch_format_size(total) +
-                        " of which " + torch_format_size(std::min(driver_free(), total)) +
-                        " is free. ";
+                        " of which " + free + " is free. ";
   if (device_.allowed_bytes > 0)
     message += torch_format_size(device_.allowed_bytes) + " allowed; ";
   message += "Of the allocated memory " + torch_format_size(allocated) +

@@ -1,6 +1,7 @@
 #pragma once
-// CachingAllocator: a model of PyTorch's native CUDA caching allocator (LibTorch 2.6+, one
-// device, one stream), reproducing its reserved memory, fragmentation and OOMs on a CPU.
+// CachingAllocator: a model of PyTorch's native CUDA caching allocator (LibTorch 1.13 to
+// 2.6+, AllocatorSettings::torch_version; one device, one stream), reproducing its reserved
+// memory, fragmentation and OOMs on a CPU.
 // It follows ../shared/reference/cuda-caching-allocator.md sections 2-8: 512-byte rounding
 // and roundup_power2_divisions, small (<= 1 MiB, 2 MiB segments) and large pools, best fit
 // by (size, address), splitting and merging, max_split_size and oversize blocks, the
@@ -60,7 +61,7 @@ struct DeviceLimits {
 struct OomInfo {
   int64_t requested_bytes = 0;  // the caller's size
   int64_t alloc_bytes = 0;      // the segment it needed ("Tried to allocate")
-  std::string message;          // as LibTorch 2.x words it
+  std::string message;          // as that LibTorch words it
 };
 
 class CachingAllocator {

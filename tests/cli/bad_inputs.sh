@@ -50,6 +50,8 @@ cases=(
   "cudaMallocAsync|replay $dir/trace.jsonl --card t4 --alloc-conf backend:cudaMallocAsync"
   "--capacity 0|replay $dir/trace.jsonl --capacity 0"
   "--allocator-model|run --allocator-model hip"
+  "covers 1.13 and later|replay $dir/trace.jsonl --card t4 --torch-version 1.9"
+  "for LibTorch 1.13|replay $dir/trace.jsonl --card t4 --torch-version 1.13 --alloc-conf expandable_segments:True"
   "--allocator-model cuda: backend|run --device cpu --allocator-model cuda --set memory.alloc_conf=backend:cudaMallocAsync"
   "same file|repeat -n 2 --trace $dir/t.jsonl"
   "--trace $dir/no/such/dir/t.jsonl|run --device cpu --trace $dir/no/such/dir/t.jsonl"

@@ -241,6 +241,48 @@ TEST(CachingAllocatorTest, RoundupPowerTwoDivisions) {
   EXPECT_EQ(b.round_size(300 * MiB), 300 * MiB);
 }
 
+TEST(CachingAllocatorTest, LibTorch113RoundsWithOneDivisionCount) {
+  // 1.13 and 2.0: one count for every size. 1.13's helper returns the size untouched at
+  // d = 1 (not even a multiple of 512); from 2.1 d = 1 means plain rounding.
+  EXPECT_EQ(
+      CachingAllocator(AllocatorSettings::parse("roundup_power2_divisions:1", 113), {})
+          .round_size(1000),
+      1000);
+  EXPECT_EQ(
+      CachingAllocator(AllocatorSettings::parse("roundup_power2_divisions:1", 206), {})
+          .round_size(1000),
+      1024);
+  // d = 4 rounds 600 MiB to 640 MiB, unless the size is above roundup_bypass_threshold_mb.
+  EXPECT_EQ(
+      CachingAllocator(AllocatorSettings::parse("roundup_power2_divisions:4", 113), {})
+          .round_size(600 * MiB),
+      640 * MiB);
+  const auto bypass =
+      AllocatorSettings::parse("roundup_power2_divisions:4,roundup_bypass_threshold_mb:512", 113);
+  EXPECT_EQ(CachingAllocator(bypass, {}).round_size(600 * MiB), 600 * MiB);
+  // What 1.13 does not know is refused, as LibTorch 1.13 would refuse it.
+  EXPECT_THROW(
+      AllocatorSettings::parse("roundup_power2_divisions:[256:1]", 113), std::invalid_argument);
+  EXPECT_THROW(AllocatorSettings::parse("expandable_segments:True", 113), std::invalid_argument);
+  EXPECT_NO_THROW(AllocatorSettings::parse("expandable_segments:True", 201));
+}
+
+TEST(CachingAllocatorTest, LibTorch113WordsTheOomInOneSentence) {
+  // The 3 MiB request on a 10 MiB card, as 1.13 and 2.0 print it.
+  TraceBuilder t;
+  t.alloc(3 * MiB);
+  const ReplayResult r =
+      replay(t.build(), AllocatorSettings::parse("", 113), DeviceLimits::capacity(10 * MiB));
+  ASSERT_TRUE(r.oom.has_value());
+  EXPECT_EQ(
+      r.oom->info.message,
+      "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.00 MiB total capacity; "
+      "0 bytes already allocated; 10.00 MiB free; 10.00 MiB allowed; 0 bytes reserved in "
+      "total by PyTorch) If reserved memory is >> allocated memory try setting "
+      "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management "
+      "and PYTORCH_CUDA_ALLOC_CONF");
+}
+
 TEST(CachingAllocatorTest, GarbageCollectionReleasesTheOldestWholeSegments) {
   // 100 MiB allowed, threshold 0.5. A 24 MiB block is freed (age clock 1), a 30 MiB block
   // misses the cache, takes a new segment and is freed (clock 2): 54 MiB reserved. A 40 MiB
