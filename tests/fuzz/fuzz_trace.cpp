@@ -1,7 +1,8 @@
 // Fuzz target: the trace reader and the allocator model. The first byte picks the settings
-// (default, expandable segments, max_split_size_mb:21 with garbage collection) and the card;
-// the rest is the trace. Reading gives a trace or TraceError naming the source; a replay
-// keeps the model's order at every phase peak: reserved >= allocated >= requested.
+// (default, expandable segments, max_split_size_mb:21 with garbage collection), the card and
+// the LibTorch version (1.13 or the latest modelled); the rest is the trace. Reading gives a
+// trace or TraceError naming the source; a replay keeps the model's order at every phase
+// peak: reserved >= allocated >= requested.
 #include <sstream>
 #include <string>
 
@@ -14,7 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   static const char* kConfs[] = {
       "", "expandable_segments:True", "max_split_size_mb:21,garbage_collection_threshold:0.5"};
-  const AllocatorSettings settings = AllocatorSettings::parse(kConfs[data[0] % 3]);
+  // The top bit picks LibTorch 1.13's allocator (which has no expandable segments).
+  const int version = data[0] & 0x80 ? 113 : kLatestModelled;
+  const int conf = version == 113 && data[0] % 3 == 1 ? 0 : data[0] % 3;
+  const AllocatorSettings settings = AllocatorSettings::parse(kConfs[conf], version);
   const DeviceLimits device = DeviceLimits::capacity((int64_t{1} << (20 + data[0] / 3 % 12)));
   std::istringstream in(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
   Trace trace;
