@@ -60,6 +60,7 @@ nlohmann::json to_json(
         {"step", r.oom->step < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.oom->step)},
         {"tag", r.oom->tag},
         {"alloc_bytes", r.oom->info.alloc_bytes},
+        {"largest_free_block_bytes", r.oom->info.largest_free_bytes},
         {"message", r.oom->info.message}};
   return {
       {"schema", "oomguard.replay/1"},
@@ -105,14 +106,16 @@ void print_result(const sim::ReplayResult& r, int64_t capacity) {
   if (r.oom) {
     const auto& o = *r.oom;
     std::printf(
-        "predicted OOM at trace line %lld: id %lld, %s in phase %s, step %lld, tag %s\n  %s\n",
+        "predicted OOM at trace line %lld: id %lld, %s in phase %s, step %lld, tag %s\n  %s\n"
+        "largest cached free block then: %s\n",
         static_cast<long long>(o.line),
         static_cast<long long>(o.id),
         format_size(o.bytes).c_str(),
         o.phase.c_str(),
         static_cast<long long>(o.step),
         o.tag.empty() ? "(none)" : o.tag.c_str(),
-        o.info.message.c_str());
+        o.info.message.c_str(),
+        format_size(o.info.largest_free_bytes).c_str());
     std::printf("outcome: oom\n");
   } else {
     std::printf(

@@ -570,7 +570,7 @@ void CachingAllocator::fail(int64_t requested, int64_t alloc_size) {
                " reserved in total by PyTorch) If reserved memory is >> allocated memory try "
                "setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
                "Management and PYTORCH_CUDA_ALLOC_CONF";
-    last_oom_ = OomInfo{requested, alloc_size, std::move(message)};
+    last_oom_ = OomInfo{requested, alloc_size, std::move(message), largest_free_block()};
     return;
   }
   std::string message = "CUDA out of memory. Tried to allocate " + torch_format_size(alloc_size) +
@@ -584,7 +584,7 @@ void CachingAllocator::fail(int64_t requested, int64_t alloc_size) {
              "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
              "fragmentation.  See documentation for Memory Management  "
              "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
-  last_oom_ = OomInfo{requested, alloc_size, std::move(message)};
+  last_oom_ = OomInfo{requested, alloc_size, std::move(message), largest_free_block()};
 }
 
 }  // namespace oomguard::sim

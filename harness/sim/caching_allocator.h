@@ -62,6 +62,9 @@ struct OomInfo {
   int64_t requested_bytes = 0;  // the caller's size
   int64_t alloc_bytes = 0;      // the segment it needed ("Tried to allocate")
   std::string message;          // as that LibTorch words it
+  // The largest cached free block when it failed: below the request while reserved minus
+  // allocated is above it, the free memory is there but in pieces (fragmentation).
+  int64_t largest_free_bytes = 0;
 };
 
 class CachingAllocator {

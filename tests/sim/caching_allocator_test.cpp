@@ -132,6 +132,8 @@ TEST(CachingAllocatorTest, FragmentationFailsByDefault) {
       std::string::npos)
       << r.oom->info.message;
   EXPECT_NE(r.oom->info.message.find("120.00 MiB allowed;"), std::string::npos);
+  // The 85.5 MiB is in three 28.5 MiB pieces, none of them 60 MiB.
+  EXPECT_EQ(r.oom->info.largest_free_bytes, 28 * MiB + MiB / 2);
 }
 
 TEST(CachingAllocatorTest, FragmentationFixedByMaxSplitSize) {
