@@ -1,22 +1,13 @@
 #include "harness/sim/caching_allocator.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
 #include <limits>
 
+#include "harness/sim/rounding.h"
+
 namespace oomguard::sim {
 namespace {
-
-int64_t round_up(int64_t n, int64_t m) {
-  return (n + m - 1) / m * m;
-}
-int64_t round_down(int64_t n, int64_t m) {
-  return n / m * m;
-}
-int log2_floor(int64_t n) {
-  return 63 - __builtin_clzll(static_cast<unsigned long long>(n));
-}
 
 // roundup_power2_divisions: the next of `d` equal steps between two powers of two.
 int64_t next_division(int64_t n, int64_t d) {
@@ -28,19 +19,6 @@ int64_t next_division(int64_t n, int64_t d) {
 }
 
 }  // namespace
-
-std::string torch_format_size(int64_t bytes) {
-  char text[48];
-  if (bytes <= 1024)
-    std::snprintf(text, sizeof(text), "%lld bytes", static_cast<long long>(bytes));
-  else if (bytes <= kMiB)
-    std::snprintf(text, sizeof(text), "%.2f KiB", static_cast<double>(bytes) / 1024.0);
-  else if (bytes <= 1024 * kMiB)
-    std::snprintf(text, sizeof(text), "%.2f MiB", static_cast<double>(bytes) / double(kMiB));
-  else
-    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / double(1024 * kMiB));
-  return text;
-}
 
 // ---------------------------------------------------------------------------------------
 // Block ordering
@@ -324,217 +302,7 @@ int64_t CachingAllocator::try_merge(Handle dst, Handle src) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Giving memory back: oversize blocks, whole cached segments, garbage collection.
-
-void CachingAllocator::release_block(Handle h) {
-  const Block& b = at(h);
-  pool_of(b).free.erase(h);
-  stats_.reserved_bytes.sub(b.size);
-  --stats_.segments;
-  ++stats_.num_device_free;
-  delete_block(h);
-}
-
-bool CachingAllocator::release_available_cached_blocks(Pool& pool, int64_t size) {
-  const int64_t max_split = settings_.max_split_size;
-  if (max_split == kNoMaxSplit)
-    return false;
-  const int64_t key = std::max(size, max_split);
-  auto it = pool.free.lower_bound(Key{key, 0});
-  if (it != pool.free.end() && !at(*it).expandable) {
-    release_block(*it);
-    return true;
-  }
-  // No single block is large enough: release oversize blocks from the largest down.
-  if (it == pool.free.begin())
-    return false;
-  --it;
-  int64_t released = 0;
-  while (released < key && at(*it).size >= max_split) {
-    const Handle current = *it;
-    const bool first = it == pool.free.begin();
-    if (!first)
-      --it;
-    if (!at(current).expandable) {
-      released += at(current).size;
-      release_block(current);
-    }
-    if (first)
-      break;
-  }
-  return released >= key;
-}
-
-void CachingAllocator::release_cached_blocks() {
-  release_blocks(large_);
-  release_blocks(small_);
-}
-
-void CachingAllocator::release_blocks(Pool& pool) {
-  std::vector<Handle> to_unmap;
-  for (auto it = pool.free.begin(); it != pool.free.end();) {
-    const Handle h = *it++;
-    const Block& b = at(h);
-    if (b.expandable)
-      to_unmap.push_back(h);
-    else if (!is_split(b))
-      release_block(h);
-  }
-  for (const Handle h : to_unmap) {
-    unmap_block(h);
-    const Block& b = at(h);
-    if (!b.mapped && !is_split(b))
-      release_expandable_segment(h);
-  }
-}
-
-void CachingAllocator::empty_cache() {
-  release_cached_blocks();
-}
-
-void CachingAllocator::garbage_collect() {
-  const auto threshold = static_cast<int64_t>(
-      settings_.garbage_collection_threshold * static_cast<double>(device_.allowed_bytes));
-  if (stats_.reserved_bytes.current <= threshold)
-    return;
-  const int64_t target = stats_.reserved_bytes.current - threshold;
-  // A block's age: get_free_block calls on the large pool since it was cached.
-  const auto age = [this](Handle h) { return large_.get_free_block_calls - at(h).gc_base; };
-  int64_t total_age = 0, count = 0;
-  for (const Handle h : large_.free) {
-    if (!is_split(at(h))) {
-      total_age += age(h);
-      ++count;
-    }
-  }
-  int64_t reclaimed = 0;
-  bool freed = true;
-  while (reclaimed < target && freed && count > 0) {
-    // Every whole segment at least as old as the average goes; the sweep never stops halfway.
-    const double average_age = static_cast<double>(total_age) / static_cast<double>(count);
-    freed = false;
-    for (auto it = large_.free.begin(); it != large_.free.end();) {
-      const Handle h = *it++;
-      const Block& b = at(h);
-      if (!is_split(b) && !b.expandable && static_cast<double>(age(h)) >= average_age) {
-        freed = true;
-        reclaimed += b.size;
-        total_age -= age(h);
-        --count;
-        release_block(h);
-      }
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Expandable segments: one virtual range per pool, mapped in pages of 2 MiB (small pool)
-// or 20 MiB (large pool) as it grows, unmapped page by page when the cache is released.
-
-CachingAllocator::Handle CachingAllocator::try_allocate_expandable_block(Pool& pool, int64_t size) {
-  Handle c = find_expandable_block(pool, size);
-  if (!at(c).mapped && !map_block(c, std::min(at(c).size, size)))
-    return kOom;
-  // Map the unmapped range after the candidate until it is large enough; each mapping
-  // merges the candidate into the newly mapped block.
-  while (at(c).size < size) {
-    const Handle next = at(c).next;
-    if (next == kEmpty)
-      return kOom;  // larger than a whole segment's address space
-    const int64_t missing = size - at(c).size;
-    if (!map_block(next, std::min(missing, at(next).size)))
-      return kOom;
-    c = next;
-  }
-  pool.free.erase(c);
-  return c;
-}
-
-CachingAllocator::Handle CachingAllocator::find_expandable_block(Pool& pool, int64_t size) {
-  const auto allocatable = [this](Handle h) { return h != kEmpty && !at(h).allocated; };
-  // The lowest address where free and unmapped blocks together hold `size`.
-  for (const Handle u : pool.unmapped) {
-    Handle start = allocatable(at(u).prev) ? at(u).prev : u;
-    int64_t bytes = 0;
-    for (Handle b = start; bytes < size && allocatable(b); b = at(b).next)
-      bytes += at(b).size;
-    if (bytes >= size)
-      return start;
-  }
-  // A new segment: address space for 1.125 times the card, nothing mapped yet.
-  const int64_t page = page_size(pool);
-  const int64_t card = device_.total_bytes > 0 ? device_.total_bytes : int64_t{1} << 40;
-  Block b;
-  b.ptr = round_up(next_address_, page);
-  b.size = round_up(card + card / 8, page);
-  b.small = pool.small;
-  b.mapped = false;
-  b.expandable = true;
-  next_address_ = b.ptr + b.size;
-  const Handle h = new_block(b);
-  pool.unmapped.insert(h);
-  return h;
-}
-
-bool CachingAllocator::map_block(Handle h, int64_t size) {
-  Pool& pool = pool_of(at(h));
-  const int64_t mapped = std::min(round_up(size, page_size(pool)), at(h).size);
-  if (mapped > driver_free())
-    return false;  // the pages of one mapping are created all or none
-  pool.unmapped.erase(h);
-  at(h).mapped = true;
-  if (mapped < at(h).size) {
-    const Handle rest = split(h, mapped);
-    at(rest).mapped = false;
-    pool.unmapped.insert(rest);
-  }
-  try_merge(h, at(h).prev);
-  try_merge(h, at(h).next);
-  insert_free(h);
-  stats_.reserved_bytes.add(mapped);
-  ++stats_.num_device_alloc;
-  return true;
-}
-
-void CachingAllocator::unmap_block(Handle h) {
-  Pool& pool = pool_of(at(h));
-  const int64_t page = page_size(pool);
-  const Block whole = at(h);
-  // Only pages entirely inside the free block: a page shared with a live block stays.
-  const int64_t begin = round_up(whole.ptr, page), end = round_down(whole.ptr + whole.size, page);
-  if (end <= begin)
-    return;
-  pool.free.erase(h);
-  if (begin > whole.ptr) {
-    Block before = whole;
-    before.size = begin - whole.ptr;
-    before.next = h;
-    const Handle f = new_block(before);
-    if (before.prev != kEmpty)
-      at(before.prev).next = f;
-    at(h).prev = f;
-    insert_free(f);
-  }
-  if (end < whole.ptr + whole.size)
-    insert_free(split(h, end - whole.ptr));
-  Block& b = at(h);
-  b.ptr = begin;
-  b.size = end - begin;
-  b.mapped = false;
-  try_merge(h, b.prev);
-  try_merge(h, at(h).next);
-  pool.unmapped.insert(h);
-  stats_.reserved_bytes.sub(end - begin);
-  ++stats_.num_device_free;
-}
-
-void CachingAllocator::release_expandable_segment(Handle h) {
-  pool_of(at(h)).unmapped.erase(h);
-  delete_block(h);
-}
-
-// ---------------------------------------------------------------------------------------
-// Figures and the OOM message
+// Figures
 
 void CachingAllocator::reset_peak() {
   for (Stat* s :
@@ -552,39 +320,6 @@ int64_t CachingAllocator::largest_free_block() const {
     if (!pool->free.empty())
       largest = std::max(largest, at(*pool->free.rbegin()).size);
   return largest;
-}
-
-void CachingAllocator::fail(int64_t requested, int64_t alloc_size) {
-  ++stats_.num_ooms;
-  const int64_t allocated = stats_.allocated_bytes.current;
-  const int64_t reserved = stats_.reserved_bytes.current;
-  const int64_t total = device_.total_bytes;
-  const std::string free = torch_format_size(std::min(driver_free(), total));
-  if (settings_.torch_version < 201) {  // 1.13 and 2.0: one parenthesised sentence
-    std::string message = "CUDA out of memory. Tried to allocate " + torch_format_size(alloc_size) +
-                          " (GPU 0; " + torch_format_size(total) + " total capacity; " +
-                          torch_format_size(allocated) + " already allocated; " + free + " free; ";
-    if (device_.allowed_bytes > 0)
-      message += torch_format_size(device_.allowed_bytes) + " allowed; ";
-    message += torch_format_size(reserved) +
-               " reserved in total by PyTorch) If reserved memory is >> allocated memory try "
-               "setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
-               "Management and PYTORCH_CUDA_ALLOC_CONF";
-    last_oom_ = OomInfo{requested, alloc_size, std::move(message), largest_free_block()};
-    return;
-  }
-  std::string message = "CUDA out of memory. Tried to allocate " + torch_format_size(alloc_size) +
-                        ". GPU 0 has a total capacity of " + torch_format_size(total) +
-                        " of which " + free + " is free. ";
-  if (device_.allowed_bytes > 0)
-    message += torch_format_size(device_.allowed_bytes) + " allowed; ";
-  message += "Of the allocated memory " + torch_format_size(allocated) +
-             " is allocated by PyTorch, and " + torch_format_size(reserved - allocated) +
-             " is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
-             "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-             "fragmentation.  See documentation for Memory Management  "
-             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
-  last_oom_ = OomInfo{requested, alloc_size, std::move(message), largest_free_block()};
 }
 
 }  // namespace oomguard::sim
