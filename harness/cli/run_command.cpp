@@ -233,11 +233,13 @@ ResolvedRun resolve_run(const RunArgs& args) {
     } catch (const std::invalid_argument& e) {
       throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
     }
+    // The card's total and what its driver can give; the capacity comes as the memory
+    // fraction (Meter::set_capacity), as on CUDA.
     if (!args.card.empty()) {
       const auto& card = memory::find_card(args.card);
       resolved.model_device = {card.total_bytes, card.capacity_bytes(), /*allowed_bytes=*/0};
     } else if (resolved.capacity_bytes > 0) {
-      resolved.model_device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
+      resolved.model_device = {resolved.capacity_bytes, resolved.capacity_bytes, 0};
     }
   }
   return resolved;
@@ -296,8 +298,7 @@ int run_command(const RunArgs& args) {
     options.device.total_bytes = cuda->device_total_bytes();
   }
   try {
-    if (!modelled)  // the model holds the card itself
-      meter->set_capacity(resolved.capacity_bytes);
+    meter->set_capacity(resolved.capacity_bytes);
   } catch (const std::invalid_argument& e) {
     throw run::ConfigError(
         (args.card.empty() ? "--capacity: " : "--card " + args.card + ": ") +

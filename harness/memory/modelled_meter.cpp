@@ -1,7 +1,5 @@
 #include "harness/memory/modelled_meter.h"
 
-#include <stdexcept>
-
 #include <c10/util/Exception.h>
 
 namespace oomguard::memory {
@@ -36,8 +34,8 @@ void ModelledMeter::reset_peak() {
 }
 
 void ModelledMeter::set_capacity(int64_t bytes) {
-  if (bytes != 0)
-    throw std::logic_error("ModelledMeter: the card is fixed when the model is built");
+  std::lock_guard<std::mutex> lock(mutex_);
+  model_.set_allowed_bytes(bytes);
 }
 
 void ModelledMeter::release_cache() {

@@ -13,7 +13,8 @@ namespace oomguard::memory {
 
 class ModelledMeter final : public Meter, public AllocationObserver {
  public:
-  // Observes `tracker` from here on; `device` is the card the model fills.
+  // Observes `tracker` from here on; `device` is the card the model fills (its total and
+  // what the driver can hand out; set_capacity adds the memory fraction).
   ModelledMeter(
       TrackingAllocator& tracker,
       const sim::AllocatorSettings& settings,
@@ -27,7 +28,8 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   // the model's.
   MemoryStats stats() const override;
   void reset_peak() override;
-  // The card is set at construction; a capacity here would be a second, different card.
+  // The emulated card as the CUDA meter sets it: the allocator's memory fraction (reserved +
+  // new segment > bytes fails; 0 for none).
   void set_capacity(int64_t bytes) override;
   void release_cache() override;
 

@@ -98,8 +98,8 @@ void TrackingAllocator::release(void* ptr) {
   std::memcpy(&header, base, sizeof(header));
   TrackingAllocator& self = instance();
   self.allocated_.fetch_sub(header.bytes, std::memory_order_relaxed);
-  if (header.id != 0)
-    self.observe_free(header.id);
+  if (header.id != 0 && self.observed_.load(std::memory_order_relaxed))
+    self.observe_free(header.id);  // once the observers are gone, its free concerns nobody
   c10::free_cpu(base);
 }
 

@@ -217,7 +217,6 @@ CachingAllocator::Handle CachingAllocator::alloc_block(
   next_address_ += round_up(alloc_size, kRoundLarge);
   stats_.reserved_bytes.add(alloc_size);
   ++stats_.segments;
-  ++stats_.num_device_alloc;
   return new_block(b);
 }
 
@@ -242,7 +241,6 @@ CachingAllocator::Handle CachingAllocator::alloc_found_block(
   b.allocated = true;
   b.requested = requested;
   stats_.allocated_bytes.add(b.size);
-  stats_.active_bytes.add(b.size);
   stats_.requested_bytes.add(requested);
   return h;
 }
@@ -269,7 +267,6 @@ void CachingAllocator::free(Handle h) {
     else
       stats_.inactive_split_bytes.sub(-net_inactive_split);
   }
-  stats_.active_bytes.sub(size);
   stats_.requested_bytes.sub(requested);
 }
 
@@ -309,7 +306,6 @@ void CachingAllocator::reset_peak() {
        {&stats_.allocated_bytes,
         &stats_.reserved_bytes,
         &stats_.requested_bytes,
-        &stats_.active_bytes,
         &stats_.inactive_split_bytes})
     s->peak = s->current;
 }

@@ -37,16 +37,13 @@ struct Stat {
 
 // The aggregate figures of c10's DeviceStats that the model keeps.
 struct AllocatorStats {
-  Stat allocated_bytes;  // block sizes handed out (rounding and unsplit slack included)
-  Stat reserved_bytes;   // segments (or mapped pages) taken from the driver
-  Stat requested_bytes;  // what callers asked for
-  Stat active_bytes;
+  Stat allocated_bytes;       // block sizes handed out (rounding and unsplit slack included)
+  Stat reserved_bytes;        // segments (or mapped pages) taken from the driver
+  Stat requested_bytes;       // what callers asked for
   Stat inactive_split_bytes;  // free space inside partly used segments: emptyCache keeps it
   int64_t segments = 0;
   int64_t num_alloc_retries = 0;  // the cache was flushed to retry a segment allocation
   int64_t num_ooms = 0;
-  int64_t num_device_alloc = 0;  // cudaMalloc calls (pages mapped, with expandable segments)
-  int64_t num_device_free = 0;
 };
 
 // The card as the allocator sees it.
@@ -83,12 +80,14 @@ class CachingAllocator {
   void empty_cache();
   // Peak := current for every Stat (resetPeakStats).
   void reset_peak();
+  // setMemoryFraction: the most the process may reserve from now on, 0 for no limit. What is
+  // reserved already stays.
+  void set_allowed_bytes(int64_t bytes) { device_.allowed_bytes = bytes; }
 
   const AllocatorStats& stats() const { return stats_; }
   const std::optional<OomInfo>& last_oom() const { return last_oom_; }
   int64_t block_size(Handle block) const { return at(block).size; }
   int64_t largest_free_block() const;
-  const AllocatorSettings& settings() const { return settings_; }
 
   // The size the allocator rounds a request to, and the segment a cache miss reserves.
   int64_t round_size(int64_t bytes) const;

@@ -69,7 +69,6 @@ bool CachingAllocator::map_block(Handle h, int64_t size) {
   try_merge(h, at(h).next);
   insert_free(h);
   stats_.reserved_bytes.add(mapped);
-  ++stats_.num_device_alloc;
   return true;
 }
 
@@ -102,7 +101,6 @@ void CachingAllocator::unmap_block(Handle h) {
   try_merge(h, at(h).next);
   pool.unmapped.insert(h);
   stats_.reserved_bytes.sub(end - begin);
-  ++stats_.num_device_free;
 }
 
 void CachingAllocator::release_expandable_segment(Handle h) {

@@ -12,7 +12,6 @@ void CachingAllocator::release_block(Handle h) {
   pool_of(b).free.erase(h);
   stats_.reserved_bytes.sub(b.size);
   --stats_.segments;
-  ++stats_.num_device_free;
   delete_block(h);
 }
 

@@ -63,7 +63,8 @@ TEST_F(TraceTest, ModelRefusesWhatTheCachingAllocatorWouldAndTheTraceKeepsIt) {
   TraceRecorder recorder(path_);
   meter().add_observer(&recorder);  // first: it sees the refused allocation, and its free
   {
-    ModelledMeter model(meter(), {}, sim::DeviceLimits::capacity(21 * MiB));
+    ModelledMeter model(meter(), {}, /*device=*/{});
+    model.set_capacity(21 * MiB);  // the memory fraction, as the run sets the emulated card
     auto a = at::empty({3 * MiB}, at::kByte);
     EXPECT_EQ(model.stats().reserved_bytes, 20 * MiB);
     const int64_t allocated = meter().stats().allocated_bytes;

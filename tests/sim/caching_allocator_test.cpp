@@ -323,7 +323,7 @@ TEST(CachingAllocatorTest, PhasePeaksStartOverAtEachPhase) {
   // The first phase peaks at 8 MiB requested; the second, starting with 4 MiB live, at 6.
   TraceBuilder t;
   t.phase("train");
-  const int64_t a = t.alloc(4 * MiB);
+  t.alloc(4 * MiB);
   t.free(t.alloc(4 * MiB));
   t.phase("evaluate");
   t.alloc(2 * MiB);
@@ -333,7 +333,6 @@ TEST(CachingAllocatorTest, PhasePeaksStartOverAtEachPhase) {
   EXPECT_EQ(r.phases[0].peak_requested_bytes, 8 * MiB);
   EXPECT_EQ(r.phases[1].peak_requested_bytes, 6 * MiB);
   EXPECT_EQ(r.peak_requested_bytes, 8 * MiB);
-  (void)a;
 }
 
 TEST(CachingAllocatorTest, MalformedTracesNameTheLine) {
