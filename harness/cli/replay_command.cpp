@@ -166,9 +166,7 @@ int replay_command(const ReplayArgs& args) {
     const memory::CardProfile& c = memory::find_card(args.card);
     device = {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0};
   } else {
-    device = sim::DeviceLimits::capacity(memory::parse_size(args.capacity));
-    if (device.total_bytes <= 0)
-      throw run::ConfigError("--capacity " + args.capacity + ": must be more than 0 bytes");
+    device = sim::DeviceLimits::capacity(parse_capacity(args.capacity));
   }
   const std::string torch_version =
       args.torch_version.empty()

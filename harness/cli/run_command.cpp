@@ -155,6 +155,16 @@ void check_writable(const std::string& path, const char* option) {
   std::remove(probe.c_str());
 }
 
+int64_t parse_capacity(const std::string& text) {
+  const int64_t bytes = memory::parse_size(text);
+  if (bytes <= 0)
+    throw run::ConfigError(
+        "--capacity " + text +
+        ": must be more than 0 bytes; leave --capacity out to run "
+        "without an emulated card");
+  return bytes;
+}
+
 void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--config", args.config_file, "JSON config; the embedded default otherwise")
       ->check(CLI::ExistingFile);
@@ -221,7 +231,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
-    resolved.capacity_bytes = memory::parse_size(args.capacity);
+    resolved.capacity_bytes = parse_capacity(args.capacity);
   if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
     throw run::ConfigError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +

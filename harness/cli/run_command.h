@@ -40,6 +40,10 @@ struct ResolvedRun {
 // the run; throws run::ConfigError or std::invalid_argument naming the bad input.
 ResolvedRun resolve_run(const RunArgs& args);
 
+// `--capacity TEXT` of run and replay: a size above 0 bytes (parse_size's units); throws
+// run::ConfigError naming the option otherwise (0 would silently mean no card at all).
+int64_t parse_capacity(const std::string& text);
+
 // Throws run::ConfigError naming `option` when `path` cannot be written (checked by writing
 // and removing path + ".tmp", the name write_file_atomically uses). An empty path passes.
 void check_writable(const std::string& path, const char* option);

@@ -26,6 +26,8 @@ cases=(
   "model.heads|run --set model.heads=3"
   "data.max_length|run --set data.max_length=1"
   "12XB|run --capacity 12XB"
+  "--capacity 0|run --capacity 0"
+  "--capacity 0B|run --capacity 0B"
   "budget.train|run --set budget.train=lots"
   "nograd|run --disable-guard nograd"
   "v100|run --card v100"
