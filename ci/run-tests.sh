@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Checks the GitHub workflows against GitHub's schema, builds and runs the whole ctest suite
-# (preset cpu; arguments go to that ctest: CUDA tests show as skipped without a device), then
-# builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (preset asan) and
-# runs them: any report fails the run. OOMGUARD_ASAN=0 skips the sanitizer stage.
+# Sets up, checks the GitHub workflows (GitHub's schema; actionlint with shellcheck), runs the
+# whole ctest suite (preset cpu; arguments go to that ctest: CUDA tests show as skipped
+# without a device), then builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer
+# (preset asan) and runs them: any report fails the run. OOMGUARD_ASAN=0 skips the sanitizer stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ci/check-workflows.sh
 ci/setup.sh
+ci/check-workflows.sh
 ctest --preset cpu "$@"
 if [ "${OOMGUARD_ASAN:-1}" != 0 ]; then
   OOMGUARD_PRESET=asan ci/setup.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All set-up: system packages, the pinned LibTorch (PyPI's torch wheel, in a virtual
-# environment cached outside the clone), configure and build of preset cpu.
-# Safe to run again: each step is skipped when its result is already there.
+# environment cached outside the clone), the checkers (ci/install-tools.sh), configure and
+# build of preset cpu (OOMGUARD_PRESET picks another; OOMGUARD_BUILD_TARGETS, space-separated,
+# builds only those). Safe to run again: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,7 @@ CACHE=${OOMGUARD_CACHE:-$HOME/.cache/oomguard}
 VENV=$CACHE/venv-torch-$TORCH_VERSION
 PRESET=${OOMGUARD_PRESET:-cpu}
 APT_PACKAGES=(cmake ninja-build ccache g++ python3-venv libgtest-dev libbenchmark-dev
-  libspdlog-dev nlohmann-json3-dev libcli11-dev)
+  libspdlog-dev nlohmann-json3-dev libcli11-dev shellcheck)
 
 log() { echo "[setup] $*"; }
 
@@ -34,6 +35,9 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
 fi
 log "LibTorch: torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in $VENV"
 
+tools=$(ci/install-tools.sh)
+log "checkers (check-jsonschema, actionlint, junitparser) in $tools"
+
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_BASEDIR=$PWD
@@ -43,4 +47,6 @@ if [ ! -f "build/$PRESET/build.ninja" ]; then
   cmake --preset "$PRESET" -DOOMGUARD_TORCH_PYTHON="$VENV/bin/python" >/dev/null
 fi
 log "building preset $PRESET"
-cmake --build --preset "$PRESET" -j "$(nproc)"
+targets=()
+for t in ${OOMGUARD_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build --preset "$PRESET" -j "$(nproc)" "${targets[@]}"
