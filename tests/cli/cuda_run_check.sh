@@ -13,6 +13,7 @@ if [ $rc = 2 ] && grep -q "no CUDA device\|CPU-only LibTorch" "$dir/out.txt"; th
 fi
 cat "$dir/out.txt"
 [ $rc = 0 ] || { echo "FAIL: exit $rc"; exit 1; }
+"$(dirname "$0")/check_outputs.sh" "$dir/r.json" || exit 1
 python3 - "$dir/r.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -17,6 +17,7 @@ expect_interrupted() {
   wait "$pid"; local rc=$?
   [ "$rc" = 4 ] || { echo "$1: exit code $rc after SIG$signal, expected 4"; exit 1; }
   grep -q '"outcome": "interrupted"' "$report" || { echo "$1: $report has no interrupted run"; exit 1; }
+  "$(dirname "$0")/check_outputs.sh" "$report" || exit 1
 }
 
 expect_interrupted INT 3 interrupted.json run "${long[@]}"

@@ -5,6 +5,7 @@ set -euo pipefail
 cli=$1
 "$cli" run --report tokens_static.json >/dev/null
 "$cli" run --set generate.cache=none --report tokens_none.json >/dev/null
+"$(dirname "$0")/check_outputs.sh" tokens_static.json tokens_none.json
 python3 - <<'PY'
 import json
 def tokens(path):

@@ -20,6 +20,7 @@ run "$cli" replay "$dir/t.jsonl" --capacity 30MiB --report "$dir/small.json"
 expect 3 "replay --capacity 30MiB"
 run "$cli" run "${short[@]}" --allocator-model cuda --capacity 30MiB --report "$dir/small_model.json"
 expect 3 "run --allocator-model cuda --capacity 30MiB"
+"$(dirname "$0")/check_outputs.sh" "$dir"/{run,replay,model,small,small_model}.json || exit 1
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# schema_check.sh OOMGUARD: the schemas (harness/schemas/) are a check that can fail. A real
+# report and replay report match them; the same documents with a field renamed, a field
+# missing or an outcome that contradicts the rest do not, and check-jsonschema names the
+# field. Exit 77 (ctest: skipped) without the checkers' venv.
+set -u
+cli=$1
+here=$(cd "$(dirname "$0")" && pwd)
+[ -x "${OOMGUARD_TOOLS_BIN:-}/python" ] || { echo "skipped: no checkers' venv (ci/install-tools.sh)"; exit 77; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$cli" run --set train.steps=2 --report "$dir/report.json" > /dev/null 2>&1
+frag=$here/../sim/traces/fragmentation.jsonl
+"$cli" replay "$frag" --card t4 --report "$dir/replay.json" > /dev/null 2>&1
+"$cli" replay "$frag" --capacity 120MiB --report "$dir/replay_oom.json" > /dev/null 2>&1
+"$here/check_outputs.sh" "$dir/report.json" "$dir/replay.json" "$dir/replay_oom.json" || { echo "FAIL: real outputs rejected"; exit 1; }
+
+# name | python that breaks the document d | the error check-jsonschema must print
+cases=(
+  "report.json|d['phases'][0]['peak_bytes'] = d['phases'][0].pop('peak_allocated_bytes')|'peak_allocated_bytes' is a required property"
+  "report.json|del d['device_info']|'device_info' is a required property"
+  "report.json|d['outcome'] = 'oom'|None is not of type 'object'"
+  "report.json|d['phases'][1]['status'] = 'passed'|'passed' is not one of"
+  "report.json|del d['phases'][0]['losses']|'losses' is a required property"
+  "report.json|d['seed'] = -1|-1 is less than the minimum of 0"
+  "replay.json|d['phases'][0]['reserved_bytes'] = d['phases'][0].pop('peak_reserved_bytes')|'peak_reserved_bytes' is a required property"
+  "replay.json|d['schema'] = 'oomguard.replay/2'|none of oomguard.report/1"
+  "replay_oom.json|d['oom'] = None|None is not of type 'object'"
+)
+failed=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r file change want <<< "$c"
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+$change
+json.dump(d, open(sys.argv[2], 'w'))" "$dir/$file" "$dir/broken_$file"
+  out=$("$here/check_outputs.sh" "$dir/broken_$file" 2>&1); rc=$?
+  if [ "$rc" = 1 ] && [[ "$out" == *"$want"* ]]; then
+    echo "ok: rejected ($change)"
+  else
+    echo "FAIL: $change: exit $rc, expected 1 naming \"$want\": $out"; failed=1
+  fi
+done
+# A JUnit file whose counts disagree with its test cases.
+printf '<testsuites><testsuite name="s" tests="2" failures="0"><testcase name="a"/></testsuite></testsuites>\n' \
+  > "$dir/bad.xml"
+out=$("$here/check_outputs.sh" "$dir/bad.xml" 2>&1); rc=$?
+if [ "$rc" = 1 ] && [[ "$out" == *"tests=2, but 1 test cases"* ]]; then
+  echo "ok: rejected a JUnit suite that miscounts"
+else
+  echo "FAIL: bad JUnit: exit $rc: $out"; failed=1
+fi
+exit $failed
