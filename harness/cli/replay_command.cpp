@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <torch/version.h>
@@ -13,7 +16,9 @@
 #include "harness/memory/cards.h"
 #include "harness/memory/sizes.h"
 #include "harness/run/config.h"
+#include "harness/sim/pickle.h"
 #include "harness/sim/replay.h"
+#include "harness/sim/snapshot.h"
 
 namespace oomguard::cli {
 namespace {
@@ -36,9 +41,49 @@ int parse_torch_version(const std::string& text) {
   return version;
 }
 
+// What was read: the trace, and for a snapshot its device and recorded settings.
+struct Input {
+  sim::Trace trace;
+  std::optional<sim::SnapshotInfo> snapshot;
+};
+
+Input read_input(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    throw run::ConfigError("trace " + path + ": cannot be opened");
+  const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  Input input;
+  if (sim::looks_like_pickle(bytes)) {
+    input.snapshot.emplace();
+    input.trace = sim::read_snapshot(bytes, path, *input.snapshot);
+  } else {
+    std::istringstream in(bytes);
+    input.trace = sim::read_trace(in, path);
+  }
+  return input;
+}
+
+nlohmann::json snapshot_json(const sim::SnapshotInfo& info, const sim::RecordingMatch& m) {
+  nlohmann::json mismatch = nullptr;
+  if (m.first_mismatch)
+    mismatch = {
+        {"entry", m.first_mismatch->line},
+        {"recorded_reserved_bytes", m.first_mismatch->recorded_reserved_bytes},
+        {"modelled_reserved_bytes", m.first_mismatch->modelled_reserved_bytes}};
+  return {
+      {"device", info.device},
+      {"entries", info.entries},
+      {"recorded_alloc_conf",
+       info.alloc_conf_recorded ? nlohmann::json(info.alloc_conf) : nlohmann::json(nullptr)},
+      {"allocations", m.allocations},
+      {"reserved_matches", m.reserved_matches},
+      {"first_mismatch", mismatch}};
+}
+
 nlohmann::json to_json(
     const sim::ReplayResult& r,
     const ReplayArgs& args,
+    const std::string& alloc_conf,
     const std::string& torch_version,
     const sim::DeviceLimits& device) {
   nlohmann::json phases = nlohmann::json::array();
@@ -67,7 +112,7 @@ nlohmann::json to_json(
       {"trace", args.trace_file},
       {"card", args.card.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.card)},
       {"capacity_bytes", device.driver_free_bytes},
-      {"alloc_conf", args.alloc_conf},
+      {"alloc_conf", alloc_conf},
       {"torch_version", torch_version},
       {"events", r.events},
       {"peak_requested_bytes", r.peak_requested_bytes},
@@ -81,7 +126,8 @@ nlohmann::json to_json(
       {"oom", oom}};
 }
 
-void print_result(const sim::ReplayResult& r, int64_t capacity) {
+// `where` names a trace's position: "trace line", or "snapshot entry" (its device trace).
+void print_result(const sim::ReplayResult& r, int64_t capacity, const char* where) {
   std::printf(
       "%-10s %12s %12s %12s %12s %8s\n",
       "phase",
@@ -100,14 +146,16 @@ void print_result(const sim::ReplayResult& r, int64_t capacity) {
         format_size(p.largest_gap_bytes).c_str(),
         static_cast<long long>(p.num_alloc_retries));
   std::printf(
-      "largest gap (reserved but unallocated): %s at trace line %lld\n",
+      "largest gap (reserved but unallocated): %s at %s %lld\n",
       format_size(r.largest_gap_bytes).c_str(),
+      where,
       static_cast<long long>(r.largest_gap_line));
   if (r.oom) {
     const auto& o = *r.oom;
     std::printf(
-        "predicted OOM at trace line %lld: id %lld, %s in phase %s, step %lld, tag %s\n  %s\n"
+        "predicted OOM at %s %lld: id %lld, %s in phase %s, step %lld, tag %s\n  %s\n"
         "largest cached free block then: %s\n",
+        where,
         static_cast<long long>(o.line),
         static_cast<long long>(o.id),
         format_size(o.bytes).c_str(),
@@ -126,10 +174,34 @@ void print_result(const sim::ReplayResult& r, int64_t capacity) {
   }
 }
 
+void print_recording(
+    const sim::SnapshotInfo& info, const sim::RecordingMatch& m, const std::string& conf) {
+  std::printf(
+      "snapshot: device %lld, %lld trace entries, replayed with %s\n",
+      static_cast<long long>(info.device),
+      static_cast<long long>(info.entries),
+      conf.empty() ? "the default settings" : conf.c_str());
+  std::printf(
+      "reserved as recorded after %lld of %lld allocations",
+      static_cast<long long>(m.reserved_matches),
+      static_cast<long long>(m.allocations));
+  if (m.first_mismatch)
+    std::printf(
+        "; first differs at entry %lld: recorded %s, modelled %s",
+        static_cast<long long>(m.first_mismatch->line),
+        format_size(m.first_mismatch->recorded_reserved_bytes).c_str(),
+        format_size(m.first_mismatch->modelled_reserved_bytes).c_str());
+  std::printf("\n");
+}
+
 }  // namespace
 
 void add_replay_options(CLI::App& app, ReplayArgs& args) {
-  app.add_option("trace", args.trace_file, "a trace written by oomguard run --trace")
+  app.add_option(
+         "trace",
+         args.trace_file,
+         "a trace written by oomguard run --trace, or a PyTorch memory snapshot "
+         "(torch.cuda.memory._dump_snapshot, torch::cuda::_memory_snapshot_pickled)")
       ->required()
       ->check(CLI::ExistingFile);
   std::vector<std::string> cards;
@@ -149,7 +221,8 @@ void add_replay_options(CLI::App& app, ReplayArgs& args) {
   app.add_option(
       "--alloc-conf",
       args.alloc_conf,
-      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True");
+      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True "
+      "(default: none; for a snapshot, the settings it was recorded with)");
   app.add_option(
       "--torch-version",
       args.torch_version,
@@ -173,17 +246,26 @@ int replay_command(const ReplayArgs& args) {
           ? std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)
           : args.torch_version;
   const int version = parse_torch_version(torch_version);
+  if (args.alloc_conf.size() > 1)
+    throw run::ConfigError(
+        "--alloc-conf: given " + std::to_string(args.alloc_conf.size()) + " times; give it once");
+  check_writable(args.report_file, "--report");
+  const Input input = read_input(args.trace_file);
+  const sim::Trace& trace = input.trace;
+  // A snapshot replays with the settings it was recorded with unless told otherwise.
+  const std::string alloc_conf = !args.alloc_conf.empty() ? args.alloc_conf.front()
+                                 : input.snapshot         ? input.snapshot->alloc_conf
+                                                          : "";
   sim::AllocatorSettings settings;
   try {
-    settings = sim::AllocatorSettings::parse(args.alloc_conf, version);
+    settings = sim::AllocatorSettings::parse(alloc_conf, version);
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(std::string("--alloc-conf: ") + e.what());
+    throw run::ConfigError(
+        std::string(
+            args.alloc_conf.empty() ? "the snapshot's recorded settings " + alloc_conf
+                                    : "--alloc-conf") +
+        ": " + e.what());
   }
-  check_writable(args.report_file, "--report");
-  std::ifstream in(args.trace_file);
-  if (!in)
-    throw run::ConfigError("trace " + args.trace_file + ": cannot be opened");
-  const sim::Trace trace = sim::read_trace(in, args.trace_file);
 
   const auto start = std::chrono::steady_clock::now();
   const sim::ReplayResult result = sim::replay(trace, settings, device);
@@ -195,10 +277,14 @@ int replay_command(const ReplayArgs& args) {
       static_cast<long long>(result.events),
       trace.events.size(),
       seconds * 1e3);
+  nlohmann::json report = to_json(result, args, alloc_conf, torch_version, device);
+  if (input.snapshot) {
+    report["snapshot"] = snapshot_json(*input.snapshot, *result.recording);
+    print_recording(*input.snapshot, *result.recording, alloc_conf);
+  }
   if (!args.report_file.empty())
-    write_file_atomically(
-        args.report_file, to_json(result, args, torch_version, device).dump(2) + "\n");
-  print_result(result, device.driver_free_bytes);
+    write_file_atomically(args.report_file, report.dump(2) + "\n");
+  print_result(result, device.driver_free_bytes, input.snapshot ? "snapshot entry" : "trace line");
   return result.oom ? kExitOom : kExitPass;
 }
 

@@ -1,13 +1,16 @@
 #pragma once
-// `oomguard replay`: an allocation trace through the CUDA caching-allocator model.
+// `oomguard replay`: an allocation trace (oomguard's JSON Lines, or a PyTorch memory
+// snapshot pickle, told apart by content) through the CUDA caching-allocator model.
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 namespace oomguard::cli {
 
 struct ReplayArgs {
-  std::string trace_file, card, capacity, alloc_conf, report_file;
+  std::string trace_file, card, capacity, report_file;
+  std::vector<std::string> alloc_conf;  // at most one; none: the default, or a snapshot's own
   std::string torch_version;  // X.Y of the allocator to model; empty: this build's LibTorch
 };
 

@@ -299,6 +299,50 @@ int64_t CachingAllocator::try_merge(Handle dst, Handle src) {
 }
 
 // ---------------------------------------------------------------------------------------
+// A segment from before the model started
+
+std::vector<CachingAllocator::Handle> CachingAllocator::adopt_segment(
+    int64_t address, int64_t size, bool small, const std::vector<AdoptedBlock>& live) {
+  std::vector<Handle> handles, gaps;
+  Handle prev = kEmpty;
+  const auto append = [&](int64_t ptr, int64_t bytes) {
+    Block b;
+    b.ptr = ptr;
+    b.size = bytes;
+    b.small = small;
+    b.prev = prev;
+    const Handle h = new_block(b);
+    if (prev != kEmpty)
+      at(prev).next = h;
+    prev = h;
+    return h;
+  };
+  int64_t end = address;  // of what is laid out so far
+  for (const AdoptedBlock& l : live) {
+    if (l.address > end)
+      gaps.push_back(append(end, l.address - end));
+    const Handle h = append(l.address, l.size);
+    at(h).allocated = true;
+    at(h).requested = l.requested;
+    stats_.allocated_bytes.add(l.size);
+    stats_.requested_bytes.add(l.requested);
+    handles.push_back(h);
+    end = l.address + l.size;
+  }
+  if (end < address + size)
+    gaps.push_back(append(end, address + size - end));
+  for (Handle g : gaps) {
+    insert_free(g);
+    if (is_split(at(g)))
+      stats_.inactive_split_bytes.add(at(g).size);
+  }
+  stats_.reserved_bytes.add(size);
+  ++stats_.segments;
+  next_address_ = std::max(next_address_, round_up(address + size, kRoundLarge));
+  return handles;
+}
+
+// ---------------------------------------------------------------------------------------
 // Figures
 
 void CachingAllocator::reset_peak() {

@@ -64,6 +64,11 @@ struct OomInfo {
   int64_t largest_free_bytes = 0;
 };
 
+// A block live in a segment that the allocator held before the model started.
+struct AdoptedBlock {
+  int64_t address = 0, size = 0, requested = 0;
+};
+
 class CachingAllocator {
  public:
   using Handle = int32_t;
@@ -78,6 +83,12 @@ class CachingAllocator {
   void free(Handle block);
   // torch.cuda.empty_cache(): every unused segment (or page) goes back to the driver.
   void empty_cache();
+  // A segment held before the model started (a PyTorch snapshot whose recording began
+  // mid-run): `size` bytes at `address`, of the small or the large pool, with its live
+  // blocks in address order, each inside it; the space between them is cached free memory.
+  // Returns the live blocks' handles, in their order.
+  std::vector<Handle> adopt_segment(
+      int64_t address, int64_t size, bool small, const std::vector<AdoptedBlock>& live);
   // Peak := current for every Stat (resetPeakStats).
   void reset_peak();
   // setMemoryFraction: the most the process may reserve from now on, 0 for no limit. What is

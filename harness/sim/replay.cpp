@@ -23,7 +23,15 @@ ReplayResult replay(
   PhasePrediction* phase = nullptr;
   int64_t retries_before = 0;
   const AllocatorStats& stats = allocator.stats();
-  for (const TraceEvent& e : trace.events) {
+  for (const InitialSegment& s : trace.initial_segments) {
+    const auto handles = allocator.adopt_segment(s.address, s.size, s.small, s.live);
+    for (size_t i = 0; i < handles.size(); ++i)
+      blocks[static_cast<size_t>(s.slots[i])] = handles[i];
+  }
+  if (!trace.recorded_reserved.empty())
+    result.recording.emplace();
+  for (size_t index = 0; index < trace.events.size(); ++index) {
+    const TraceEvent& e = trace.events[index];
     ++result.events;
     if (e.op == TraceEvent::Op::kPhase) {
       // Peaks start over at each phase, as the run's meter does.
@@ -37,6 +45,10 @@ ReplayResult replay(
     }
     if (e.op == TraceEvent::Op::kFree) {
       allocator.free(blocks[static_cast<size_t>(e.slot)]);
+      continue;
+    }
+    if (e.op == TraceEvent::Op::kEmptyCache) {
+      allocator.empty_cache();
       continue;
     }
     const CachingAllocator::Handle h = allocator.malloc(e.bytes);
@@ -62,6 +74,15 @@ ReplayResult replay(
       break;
     }
     blocks[static_cast<size_t>(e.slot)] = h;
+    if (result.recording) {
+      RecordingMatch& m = *result.recording;
+      const int64_t recorded = trace.recorded_reserved[index];
+      ++m.allocations;
+      if (recorded == stats.reserved_bytes.current)
+        ++m.reserved_matches;
+      else if (!m.first_mismatch)
+        m.first_mismatch = RecordingMatch::Mismatch{e.line, recorded, stats.reserved_bytes.current};
+    }
   }
   if (phase != nullptr)
     close_phase(*phase, allocator, retries_before);

@@ -29,6 +29,17 @@ struct PredictedOom {
   OomInfo info;  // the segment it needed and LibTorch's message
 };
 
+// How the model followed a PyTorch snapshot's own timeline of reserved bytes.
+struct RecordingMatch {
+  int64_t allocations = 0;       // alloc events replayed
+  int64_t reserved_matches = 0;  // after which the model reserved what the recording did
+  struct Mismatch {
+    int64_t line = 0;  // the alloc's entry in the device trace
+    int64_t recorded_reserved_bytes = 0, modelled_reserved_bytes = 0;
+  };
+  std::optional<Mismatch> first_mismatch;
+};
+
 struct ReplayResult {
   std::vector<PhasePrediction> phases;  // in the order they ran
   int64_t peak_requested_bytes = 0;
@@ -38,8 +49,9 @@ struct ReplayResult {
   int64_t largest_gap_line = 0;   // where in the trace it was largest
   int64_t num_alloc_retries = 0;
   int64_t num_ooms = 0;
-  int64_t events = 0;               // events replayed (the trace stops at an OOM)
-  std::optional<PredictedOom> oom;  // the first allocation that would fail
+  int64_t events = 0;                       // events replayed (the trace stops at an OOM)
+  std::optional<PredictedOom> oom;          // the first allocation that would fail
+  std::optional<RecordingMatch> recording;  // traces with recorded_reserved (snapshots)
 };
 
 // Replays until the end or the first predicted OOM, as the real run would stop there.

@@ -11,10 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/sim/caching_allocator.h"
+
 namespace oomguard::sim {
 
 struct TraceEvent {
-  enum class Op : uint8_t { kAlloc, kFree, kPhase };
+  // kEmptyCache: torch.cuda.empty_cache() (PyTorch snapshots; oomguard's traces have none).
+  enum class Op : uint8_t { kAlloc, kFree, kPhase, kEmptyCache };
   Op op = Op::kAlloc;
   int32_t phase = 0;  // index into Trace::phases (alloc and phase events)
   int32_t tag = 0;    // index into Trace::tags (alloc events)
@@ -22,7 +25,16 @@ struct TraceEvent {
   int64_t bytes = 0;  // alloc events
   int64_t step = -1;  // alloc events; -1 when the trace gives none
   int64_t id = 0;     // the trace's own id (alloc and free events)
-  int64_t line = 0;   // where in the file
+  int64_t line = 0;   // where in the file (a snapshot: the entry of its device trace, from 1)
+};
+
+// A segment held before the trace's first event (a PyTorch snapshot whose recording began
+// mid-run) and the slots of the blocks live in it then.
+struct InitialSegment {
+  int64_t address = 0, size = 0;
+  bool small = false;
+  std::vector<AdoptedBlock> live;  // in address order
+  std::vector<int32_t> slots;      // live[i] is slot slots[i]
 };
 
 struct Trace {
@@ -30,6 +42,10 @@ struct Trace {
   std::vector<std::string> phases;  // names, in order of first use
   std::vector<std::string> tags;    // tags[0] is "" (none given)
   int32_t slots = 0;                // allocations in all
+  // Snapshots only: the allocator's state when recording began, and per event the reserved
+  // bytes the recording held after it (its segment_alloc / segment_free timeline).
+  std::vector<InitialSegment> initial_segments;
+  std::vector<int64_t> recorded_reserved;
 };
 
 // A malformed trace: `what()` names the source, the line and what is wrong.

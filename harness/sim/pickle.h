@@ -1,0 +1,63 @@
+#pragma once
+// A reader of Python pickles that hold plain data only: what PyTorch's memory snapshots are
+// (torch.cuda.memory._dump_snapshot, protocol 4; LibTorch's _memory_snapshot_pickled,
+// protocol 2 from the TorchScript pickler). It runs no code: dicts, lists, tuples (read as
+// lists), strings, integers, floats, booleans and None; of globals only the TorchScript
+// pickler's identity functions (torch.jit._pickle build_*list, restore_type_tag).
+// Values live in one arena; a value the pickle shares (its memo) is stored once, so a
+// snapshot whose events share their stack frames reads in memory proportional to its size.
+#include <cstdint>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace oomguard::sim {
+
+// A pickle that is malformed or holds more than plain data; what() names the byte offset.
+class PickleError : public std::invalid_argument {
+ public:
+  PickleError(const std::string& what, int64_t offset);
+  int64_t offset() const { return offset_; }
+
+ private:
+  int64_t offset_;
+};
+
+struct PickleValue {
+  // kGlobal: one of the TorchScript pickler's identity functions, before its REDUCE.
+  enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kList, kDict, kGlobal };
+  Kind kind = Kind::kNone;
+  int64_t integer = 0;    // kInt; kBool as 0 or 1
+  double real = 0.0;      // kFloat
+  std::string_view text;  // kString: UTF-8, a view into the pickle's bytes
+  // kList: the items; kDict: key, value, key, value, ... (indices into Pickle::values).
+  std::vector<uint32_t> children;
+};
+
+class Pickle {
+ public:
+  // Reads `bytes`, which must outlive the Pickle (strings are views into it). Throws
+  // PickleError.
+  explicit Pickle(std::string_view bytes);
+
+  const PickleValue& root() const { return values_[root_]; }
+  const PickleValue& at(uint32_t index) const { return values_[index]; }
+  // The value of `key` in dict `dict`, or nullptr when it has none (or is no dict).
+  const PickleValue* get(const PickleValue& dict, std::string_view key) const;
+  // `value` as JSON, tuples as arrays; throws PickleError when it would expand (shared
+  // values copied) beyond `max_values` or nests deeper than 512 (a value holding itself).
+  nlohmann::json to_json(const PickleValue& value, int64_t max_values = int64_t{1} << 24) const;
+
+ private:
+  std::deque<PickleValue> values_;
+  uint32_t root_ = 0;
+};
+
+// Whether `bytes` starts as a pickle of protocol 2 or later does (the PROTO opcode).
+bool looks_like_pickle(std::string_view bytes);
+
+}  // namespace oomguard::sim

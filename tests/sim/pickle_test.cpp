@@ -1,0 +1,148 @@
+// The pickle reader (harness/sim/pickle.h): plain data from Python's pickler (protocol 4)
+// and LibTorch's TorchScript pickler (protocol 2, type tags), shared values kept shared, and
+// everything else refused at its byte offset. The byte strings were written by
+// pickle.dumps(value, protocol) and by torch._C._pickle_save (its data.pkl).
+#include <gtest/gtest.h>
+
+#include <string_view>
+
+#include "harness/sim/pickle.h"
+
+namespace oomguard::sim {
+namespace {
+
+template <size_t N>
+std::string_view bytes(const char (&literal)[N]) {
+  return {literal, N - 1};
+}
+
+// pickle.dumps({'x': [1, -1, 2**40, -2**63, 1.5, None, True, False, 'é'], 'y': (1, 2)}, 4)
+constexpr char kPython4[] =
+    "\x80\x04\x95"
+    "A\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01x\x94]\x94("
+    "K\x01J\xff\xff\xff\xff\x8a\x06\x00\x00\x00\x00\x00\x01\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80"
+    "G\x3f\xf8\x00\x00\x00\x00\x00\x00N\x88\x89\x8c\x02\xc3\xa9\x94"
+    "e\x8c\x01y\x94K\x01K\x02\x86\x94u.";
+// torch._C._pickle_save({'a': 1, 'b': 2}): restore_type_tag(dict, "Dict[str, int]")
+constexpr char kTorchScriptDict[] =
+    "\x80\x02"
+    "ctorch.jit._pickle\nrestore_type_tag\nq\x00}(X\x01\x00\x00\x00"
+    "aq\x01K\x01X\x01"
+    "\x00\x00\x00"
+    "bq\x02K\x02uX\x0e\x00\x00\x00"
+    "Dict[str, int]q\x03\x86R.";
+// torch._C._pickle_save([1, 2, 3]): build_intlist([1, 2, 3])
+constexpr char kTorchScriptIntList[] =
+    "\x80\x02"
+    "ctorch.jit._pickle\nbuild_intlist\nq\x00(](K\x01K\x02K\x03"
+    "etR.";
+// l = [1]; pickle.dumps([l, l], 4): the second is a memo reference to the first
+constexpr char kShared[] =
+    "\x80\x04\x95\x0c\x00\x00\x00\x00\x00\x00\x00]\x94(]\x94K\x01"
+    "ah\x01"
+    "e.";
+// l = []; l.append(l); pickle.dumps(l, 4)
+constexpr char kCycle[] =
+    "\x80\x04\x95\x06\x00\x00\x00\x00\x00\x00\x00]\x94h\x00"
+    "a.";
+// pickle.dumps(os.getcwd, 2): a GLOBAL that unpickling would call
+constexpr char kCallsCode[] =
+    "\x80\x02"
+    "cposix\x0agetcwd\x0aq\x00.";
+// pickle.dumps({1.5: 1}, 4), pickle.dumps({7: "a"}, 4)
+constexpr char kFloatKey[] =
+    "\x80\x04\x95\x0f\x00\x00\x00\x00\x00\x00\x00}\x94G\x3f\xf8\x00\x00\x00\x00\x00\x00K\x01s.";
+constexpr char kIntKey[] =
+    "\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00}\x94K\x07\x8c\x01"
+    "a\x94s.";
+
+TEST(PickleTest, ReadsPlainDataOfProtocol4) {
+  const Pickle p(bytes(kPython4));
+  EXPECT_EQ(
+      p.to_json(p.root()),
+      nlohmann::json::parse(
+          R"({"x": [1, -1, 1099511627776, -9223372036854775808, 1.5, null, true, false, "é"],
+              "y": [1, 2]})"));
+}
+
+TEST(PickleTest, ReadsTheTorchScriptPicklersTypeTagsAsTheirValues) {
+  const Pickle dict(bytes(kTorchScriptDict));
+  EXPECT_EQ(dict.to_json(dict.root()), nlohmann::json::parse(R"({"a": 1, "b": 2})"));
+  const Pickle list(bytes(kTorchScriptIntList));
+  EXPECT_EQ(list.to_json(list.root()), nlohmann::json::parse("[1, 2, 3]"));
+}
+
+TEST(PickleTest, KeepsASharedValueOnce) {
+  const Pickle p(bytes(kShared));
+  ASSERT_EQ(p.root().children.size(), 2u);
+  EXPECT_EQ(p.root().children[0], p.root().children[1]);
+  EXPECT_EQ(p.to_json(p.root()), nlohmann::json::parse("[[1], [1]]"));
+}
+
+TEST(PickleTest, LooksUpDictKeysAndTurnsIntegerKeysIntoText) {
+  const Pickle p(bytes(kTorchScriptDict));
+  ASSERT_NE(p.get(p.root(), "b"), nullptr);
+  EXPECT_EQ(p.get(p.root(), "b")->integer, 2);
+  EXPECT_EQ(p.get(p.root(), "c"), nullptr);
+  const Pickle ints(bytes(kIntKey));
+  EXPECT_EQ(ints.to_json(ints.root()), nlohmann::json::parse(R"({"7": "a"})"));
+}
+
+TEST(PickleTest, ACycleIsAnErrorWhenExpanded) {
+  const Pickle p(bytes(kCycle));  // reading it is fine: one list that holds itself
+  EXPECT_THROW(p.to_json(p.root()), PickleError);
+}
+
+struct RefusedCase {
+  const char* name;
+  std::string_view bytes;
+  const char* message;  // what() in full
+};
+
+class PickleRefusalTest : public ::testing::TestWithParam<RefusedCase> {};
+
+TEST_P(PickleRefusalTest, NamesTheByteOffset) {
+  try {
+    Pickle p(GetParam().bytes);
+    FAIL() << "read without an error";
+  } catch (const PickleError& e) {
+    EXPECT_STREQ(e.what(), GetParam().message);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases,
+    PickleRefusalTest,
+    ::testing::Values(
+        RefusedCase{
+            "empty", "", "at byte 0: not a pickle of protocol 2 or later (no PROTO opcode)"},
+        RefusedCase{
+            "code",
+            bytes(kCallsCode),
+            "at byte 2: global posix.getcwd would run code; a memory snapshot holds plain data "
+            "only"},
+        RefusedCase{
+            "float_key",
+            bytes(kFloatKey),
+            "at byte 24: a dict key that is neither a string nor an integer"},
+        RefusedCase{
+            "truncated",
+            bytes(kPython4).substr(0, 30),
+            "at byte 28: the pickle ends inside this opcode's argument (truncated file?)"},
+        RefusedCase{
+            "wide_int",
+            "\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.",
+            "at byte 2: an integer wider than 64 bits"},
+        RefusedCase{
+            "two_values", "\x80\x04K\x01K\x02.", "at byte 6: STOP with 2 values on the stack"},
+        RefusedCase{
+            "bytes_object",
+            "\x80\x04"
+            "C\x01"
+            "a.",
+            "at byte 2: opcode 0x43 is not one that plain data of protocol 2 or later uses"},
+        RefusedCase{"bad_utf8", "\x80\x04\x8c\x01\xff.", "at byte 2: a string that is not UTF-8"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+}  // namespace
+}  // namespace oomguard::sim
