@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers with libFuzzer: the config parser, the size parser, the data-file
-# (JSON Lines) reader, the collator, and the allocation-trace reader with the allocator
-# model. Builds preset fuzz (clang, ASan + UBSan), then runs
+# (JSON Lines) reader, the collator, the allocation-trace reader with the allocator model,
+# and the pickle reader with the PyTorch snapshot import. Builds preset fuzz (clang, ASan + UBSan), then runs
 # each target for OOMGUARD_FUZZ_SECONDS (default 60) from its seed corpus in tests/fuzz/corpus.
 # New inputs that reach new code go to build/fuzz/corpus/<target> (not into the tree); a crash
 # leaves its input in build/fuzz/findings/<target>/ and fails the script. A finding, once
 # fixed, is copied into tests/fuzz/corpus/<target>/ so that every ctest run replays it.
-#   ci/run-fuzz.sh [target...]     targets: config sizes jsonl collator trace (default: all)
+#   ci/run-fuzz.sh [target...]     targets: config sizes jsonl collator trace pickle (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_PER_TARGET=${OOMGUARD_FUZZ_SECONDS:-60}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config sizes jsonl collator trace)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config sizes jsonl collator trace pickle)
 for t in "${TARGETS[@]}"; do
-  case $t in config|sizes|jsonl|collator|trace) ;;
-    *) echo "run-fuzz: unknown target '$t'; known: config sizes jsonl collator trace" >&2; exit 2 ;;
+  case $t in config|sizes|jsonl|collator|trace|pickle) ;;
+    *) echo "run-fuzz: unknown target '$t'; known: config sizes jsonl collator trace pickle" >&2; exit 2 ;;
   esac
 done
 

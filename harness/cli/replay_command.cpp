@@ -1,5 +1,6 @@
 #include "harness/cli/replay_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -80,39 +81,41 @@ nlohmann::json snapshot_json(const sim::SnapshotInfo& info, const sim::Recording
       {"first_mismatch", mismatch}};
 }
 
-nlohmann::json to_json(
-    const sim::ReplayResult& r,
-    const ReplayArgs& args,
-    const std::string& alloc_conf,
-    const std::string& torch_version,
-    const sim::DeviceLimits& device) {
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : r.phases)
-    phases.push_back(
-        {{"name", p.name},
-         {"peak_requested_bytes", p.peak_requested_bytes},
-         {"peak_allocated_bytes", p.peak_allocated_bytes},
-         {"peak_reserved_bytes", p.peak_reserved_bytes},
-         {"largest_gap_bytes", p.largest_gap_bytes},
-         {"num_alloc_retries", p.num_alloc_retries}});
-  nlohmann::json oom = nullptr;
-  if (r.oom)
-    oom = {
-        {"line", r.oom->line},
-        {"id", r.oom->id},
-        {"bytes", r.oom->bytes},
-        {"phase", r.oom->phase},
-        {"step", r.oom->step < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.oom->step)},
-        {"tag", r.oom->tag},
-        {"alloc_bytes", r.oom->info.alloc_bytes},
-        {"largest_free_block_bytes", r.oom->info.largest_free_bytes},
-        {"message", r.oom->info.message}};
+// One replay's card and allocator settings.
+struct Setting {
+  std::string card;  // a card profile's name, or empty for --capacity
+  sim::DeviceLimits device;
+  std::string alloc_conf;
+  sim::AllocatorSettings settings;
+  std::string label() const {
+    return (card.empty() ? format_size(device.driver_free_bytes) : card) + " " +
+           (alloc_conf.empty() ? "default" : alloc_conf);
+  }
+};
+
+nlohmann::json oom_json(const sim::ReplayResult& r) {
+  if (!r.oom)
+    return nullptr;
   return {
-      {"schema", "oomguard.replay/1"},
-      {"trace", args.trace_file},
-      {"card", args.card.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.card)},
-      {"capacity_bytes", device.driver_free_bytes},
-      {"alloc_conf", alloc_conf},
+      {"line", r.oom->line},
+      {"id", r.oom->id},
+      {"bytes", r.oom->bytes},
+      {"phase", r.oom->phase},
+      {"step", r.oom->step < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.oom->step)},
+      {"tag", r.oom->tag},
+      {"alloc_bytes", r.oom->info.alloc_bytes},
+      {"largest_free_block_bytes", r.oom->info.largest_free_bytes},
+      {"message", r.oom->info.message}};
+}
+
+// A replay's figures and the setting it ran with: the report's top level, and each entry of
+// its `settings` list.
+nlohmann::json figures_json(
+    const sim::ReplayResult& r, const Setting& s, const std::string& torch_version) {
+  return {
+      {"card", s.card.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.card)},
+      {"capacity_bytes", s.device.driver_free_bytes},
+      {"alloc_conf", s.alloc_conf},
       {"torch_version", torch_version},
       {"events", r.events},
       {"peak_requested_bytes", r.peak_requested_bytes},
@@ -122,8 +125,36 @@ nlohmann::json to_json(
       {"largest_gap_line", r.largest_gap_line},
       {"num_alloc_retries", r.num_alloc_retries},
       {"num_ooms", r.num_ooms},
-      {"phases", phases},
-      {"oom", oom}};
+      {"outcome", r.oom ? "oom" : "pass"},
+      {"margin_bytes",
+       r.oom ? nlohmann::json(nullptr)
+             : nlohmann::json(s.device.driver_free_bytes - r.peak_reserved_bytes)},
+      {"oom", oom_json(r)}};
+}
+
+nlohmann::json to_json(
+    const sim::ReplayResult& r,
+    const std::string& trace_file,
+    const Setting& setting,
+    const std::string& torch_version) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& p : r.phases) {
+    nlohmann::json live = nlohmann::json::array();
+    for (const auto& t : p.live_at_peak)
+      live.push_back({{"tag", t.tag}, {"bytes", t.bytes}});
+    phases.push_back(
+        {{"name", p.name},
+         {"peak_requested_bytes", p.peak_requested_bytes},
+         {"peak_allocated_bytes", p.peak_allocated_bytes},
+         {"peak_reserved_bytes", p.peak_reserved_bytes},
+         {"largest_gap_bytes", p.largest_gap_bytes},
+         {"num_alloc_retries", p.num_alloc_retries},
+         {"live_at_peak", live}});
+  }
+  nlohmann::json report = {{"schema", "oomguard.replay/1"}, {"trace", trace_file}};
+  report.update(figures_json(r, setting, torch_version));
+  report["phases"] = phases;
+  return report;
 }
 
 // `where` names a trace's position: "trace line", or "snapshot entry" (its device trace).
@@ -145,6 +176,12 @@ void print_result(const sim::ReplayResult& r, int64_t capacity, const char* wher
         format_size(p.peak_reserved_bytes).c_str(),
         format_size(p.largest_gap_bytes).c_str(),
         static_cast<long long>(p.num_alloc_retries));
+  for (const auto& p : r.phases) {
+    std::string line = "live at the " + p.name + " peak:";
+    for (const auto& t : p.live_at_peak)
+      line += (&t == &p.live_at_peak.front() ? " " : ", ") + t.tag + " " + format_size(t.bytes);
+    std::printf("%s\n", line.c_str());
+  }
   std::printf(
       "largest gap (reserved but unallocated): %s at %s %lld\n",
       format_size(r.largest_gap_bytes).c_str(),
@@ -207,22 +244,22 @@ void add_replay_options(CLI::App& app, ReplayArgs& args) {
   std::vector<std::string> cards;
   for (const auto& c : memory::card_profiles())
     cards.push_back(c.name);
-  auto* card = app.add_option(
-                      "--card",
-                      args.card,
-                      "the card to predict: its total, less the CUDA context, is what the "
-                      "allocator can get")
-                   ->check(CLI::IsMember(cards));
-  auto* capacity = app.add_option(
+  app.add_option(
+         "--card",
+         args.cards,
+         "the card to predict: its total, less the CUDA context, is what the allocator can get "
+         "(repeatable: one replay per card)")
+      ->check(CLI::IsMember(cards));
+  app.add_option(
       "--capacity",
-      args.capacity,
-      "the most the process may reserve, e.g. 14GiB (as with a memory fraction)");
-  card->excludes(capacity);
+      args.capacities,
+      "the most the process may reserve, e.g. 14GiB, as with a memory fraction (repeatable)");
   app.add_option(
       "--alloc-conf",
-      args.alloc_conf,
-      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True "
-      "(default: none; for a snapshot, the settings it was recorded with)");
+      args.alloc_confs,
+      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True; "
+      "repeatable: every setting on every card, side by side (default: none; for a snapshot, "
+      "the settings it was recorded with)");
   app.add_option(
       "--torch-version",
       args.torch_version,
@@ -231,61 +268,135 @@ void add_replay_options(CLI::App& app, ReplayArgs& args) {
   app.add_option("--report", args.report_file, "write the JSON report here");
 }
 
-int replay_command(const ReplayArgs& args) {
-  if (args.card.empty() && args.capacity.empty())
-    throw run::ConfigError("replay: give the card, --card NAME or --capacity SIZE");
-  sim::DeviceLimits device;
-  if (!args.card.empty()) {
-    const memory::CardProfile& c = memory::find_card(args.card);
-    device = {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0};
-  } else {
-    device = sim::DeviceLimits::capacity(parse_capacity(args.capacity));
+// Every card, then every capacity, each with every allocator setting in the order given.
+std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int version) {
+  std::vector<Setting> devices;
+  for (const auto& name : args.cards) {
+    const memory::CardProfile& c = memory::find_card(name);
+    devices.push_back({name, {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0}, "", {}});
   }
+  for (const auto& text : args.capacities)
+    devices.push_back({"", sim::DeviceLimits::capacity(parse_capacity(text)), "", {}});
+  // A snapshot replays with the settings it was recorded with unless told otherwise.
+  std::vector<std::string> confs = args.alloc_confs;
+  if (confs.empty())
+    confs.push_back(input.snapshot ? input.snapshot->alloc_conf : "");
+  std::vector<Setting> all;
+  for (const Setting& d : devices) {
+    for (const auto& conf : confs) {
+      Setting s = d;
+      s.alloc_conf = conf;
+      try {
+        s.settings = sim::AllocatorSettings::parse(conf, version);
+      } catch (const std::invalid_argument& e) {
+        throw run::ConfigError(
+            std::string(
+                args.alloc_confs.empty() ? "the snapshot's recorded settings " + conf
+                                         : "--alloc-conf " + conf) +
+            ": " + e.what());
+      }
+      all.push_back(s);
+    }
+  }
+  return all;
+}
+
+// One row per setting: what a reader compares to pick a setting for the card.
+void print_settings(
+    const std::vector<Setting>& settings,
+    const std::vector<sim::ReplayResult>& results,
+    const char* where) {
+  size_t width = 7;
+  for (const Setting& s : settings)
+    width = std::max(width, s.label().size());
+  const int w = static_cast<int>(width);
+  std::printf(
+      "%-*s %12s %12s %12s %8s  %-8s %12s\n",
+      w,
+      "setting",
+      "allocated",
+      "reserved",
+      "largest_gap",
+      "retries",
+      "verdict",
+      "margin");
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const sim::ReplayResult& r = results[i];
+    std::printf(
+        "%-*s %12s %12s %12s %8lld  %-8s %12s\n",
+        w,
+        settings[i].label().c_str(),
+        format_size(r.peak_allocated_bytes).c_str(),
+        format_size(r.peak_reserved_bytes).c_str(),
+        format_size(r.largest_gap_bytes).c_str(),
+        static_cast<long long>(r.num_alloc_retries),
+        r.oom ? "oom" : "fits",
+        r.oom ? "-"
+              : format_size(settings[i].device.driver_free_bytes - r.peak_reserved_bytes).c_str());
+  }
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (const auto& o = results[i].oom)
+      std::printf(
+          "%s: out of memory at %s %lld, %s in phase %s%s%s\n",
+          settings[i].label().c_str(),
+          where,
+          static_cast<long long>(o->line),
+          format_size(o->bytes).c_str(),
+          o->phase.c_str(),
+          o->tag.empty() ? "" : ", tag ",
+          o->tag.c_str());
+  }
+}
+
+int replay_command(const ReplayArgs& args) {
+  if (args.cards.empty() && args.capacities.empty())
+    throw run::ConfigError("replay: give the card, --card NAME or --capacity SIZE");
   const std::string torch_version =
       args.torch_version.empty()
           ? std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)
           : args.torch_version;
   const int version = parse_torch_version(torch_version);
-  if (args.alloc_conf.size() > 1)
-    throw run::ConfigError(
-        "--alloc-conf: given " + std::to_string(args.alloc_conf.size()) + " times; give it once");
+  for (const auto& text : args.capacities)
+    parse_capacity(text);  // a bad size is named before the trace is read
   check_writable(args.report_file, "--report");
   const Input input = read_input(args.trace_file);
-  const sim::Trace& trace = input.trace;
-  // A snapshot replays with the settings it was recorded with unless told otherwise.
-  const std::string alloc_conf = !args.alloc_conf.empty() ? args.alloc_conf.front()
-                                 : input.snapshot         ? input.snapshot->alloc_conf
-                                                          : "";
-  sim::AllocatorSettings settings;
-  try {
-    settings = sim::AllocatorSettings::parse(alloc_conf, version);
-  } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(
-        std::string(
-            args.alloc_conf.empty() ? "the snapshot's recorded settings " + alloc_conf
-                                    : "--alloc-conf") +
-        ": " + e.what());
-  }
+  const std::vector<Setting> settings = settings_of(args, input, version);
 
+  std::vector<sim::ReplayResult> results;
+  nlohmann::json entries = nlohmann::json::array();
   const auto start = std::chrono::steady_clock::now();
-  const sim::ReplayResult result = sim::replay(trace, settings, device);
+  for (const Setting& s : settings) {
+    results.push_back(sim::replay(input.trace, s.settings, s.device));
+    entries.push_back(figures_json(results.back(), s, torch_version));
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(
       stderr,
-      "replayed %lld of %zu events in %.1f ms\n",
-      static_cast<long long>(result.events),
-      trace.events.size(),
+      "replayed %zu events %zu time(s) in %.1f ms\n",
+      input.trace.events.size(),
+      settings.size(),
       seconds * 1e3);
-  nlohmann::json report = to_json(result, args, alloc_conf, torch_version, device);
+  // The top level is the first setting's replay, as a single replay's report has it.
+  const sim::ReplayResult& first = results.front();
+  nlohmann::json report = to_json(first, args.trace_file, settings.front(), torch_version);
+  report["settings"] = entries;
   if (input.snapshot) {
-    report["snapshot"] = snapshot_json(*input.snapshot, *result.recording);
-    print_recording(*input.snapshot, *result.recording, alloc_conf);
+    report["snapshot"] = snapshot_json(*input.snapshot, *first.recording);
+    print_recording(*input.snapshot, *first.recording, settings.front().alloc_conf);
   }
   if (!args.report_file.empty())
     write_file_atomically(args.report_file, report.dump(2) + "\n");
-  print_result(result, device.driver_free_bytes, input.snapshot ? "snapshot entry" : "trace line");
-  return result.oom ? kExitOom : kExitPass;
+  if (settings.size() == 1)
+    print_result(
+        first,
+        settings.front().device.driver_free_bytes,
+        input.snapshot ? "snapshot entry" : "trace line");
+  else
+    print_settings(settings, results, input.snapshot ? "snapshot entry" : "trace line");
+  const bool oom = std::any_of(
+      results.begin(), results.end(), [](const sim::ReplayResult& r) { return r.oom.has_value(); });
+  return oom ? kExitOom : kExitPass;
 }
 
 }  // namespace oomguard::cli

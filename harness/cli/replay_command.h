@@ -9,14 +9,16 @@
 namespace oomguard::cli {
 
 struct ReplayArgs {
-  std::string trace_file, card, capacity, report_file;
-  std::vector<std::string> alloc_conf;  // at most one; none: the default, or a snapshot's own
+  std::string trace_file, report_file;
+  // Each card and capacity with each allocator setting is one replay; several make a table
+  // side by side. No --alloc-conf: the default, or the settings a snapshot was recorded with.
+  std::vector<std::string> cards, capacities, alloc_confs;
   std::string torch_version;  // X.Y of the allocator to model; empty: this build's LibTorch
 };
 
 void add_replay_options(CLI::App& app, ReplayArgs& args);
 
-// Returns the exit code: 0 if the trace fits, 3 on a predicted OOM.
+// Returns the exit code: 0 if the trace fits with every setting, 3 on a predicted OOM.
 int replay_command(const ReplayArgs& args);
 
 }  // namespace oomguard::cli

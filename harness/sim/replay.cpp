@@ -13,6 +13,58 @@ void close_phase(PhasePrediction& p, const CachingAllocator& allocator, int64_t 
   p.num_alloc_retries = s.num_alloc_retries - retries_before;
 }
 
+constexpr size_t kTopTags = 5;
+
+// live_at_peak of every phase: the trace walked again up to each phase's peak (an event
+// index), counting requested bytes per tag; cheaper than copying the counts at every new peak.
+void fill_live_at_peak(
+    const Trace& trace,
+    const std::vector<size_t>& peak_index,
+    std::vector<PhasePrediction>& phases) {
+  std::vector<int64_t> by_tag(trace.tags.size(), 0);
+  std::vector<int32_t> slot_tag(static_cast<size_t>(trace.slots), 0);
+  std::vector<int64_t> slot_bytes(static_cast<size_t>(trace.slots), 0);
+  for (const InitialSegment& s : trace.initial_segments)
+    for (size_t i = 0; i < s.live.size(); ++i) {
+      slot_bytes[static_cast<size_t>(s.slots[i])] = s.live[i].requested;
+      by_tag[0] += s.live[i].requested;
+    }
+  size_t next = 0;  // the phase whose peak comes next
+  for (size_t index = 0; index < trace.events.size() && next < phases.size(); ++index) {
+    const TraceEvent& e = trace.events[index];
+    const auto slot = static_cast<size_t>(e.slot);
+    if (e.op == TraceEvent::Op::kAlloc) {
+      slot_tag[slot] = e.tag;
+      slot_bytes[slot] = e.bytes;
+      by_tag[static_cast<size_t>(e.tag)] += e.bytes;
+    } else if (e.op == TraceEvent::Op::kFree) {
+      by_tag[static_cast<size_t>(slot_tag[slot])] -= slot_bytes[slot];
+      slot_bytes[slot] = 0;
+    }
+    for (; next < phases.size() && peak_index[next] == index; ++next) {
+      std::vector<size_t> order;
+      for (size_t t = 0; t < by_tag.size(); ++t)
+        if (by_tag[t] > 0)
+          order.push_back(t);
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return by_tag[a] != by_tag[b] ? by_tag[a] > by_tag[b] : a < b;
+      });
+      auto& live = phases[next].live_at_peak;
+      int64_t rest = 0;
+      for (size_t k = 0; k < order.size(); ++k) {
+        if (k < kTopTags)
+          live.push_back(
+              {trace.tags[order[k]].empty() ? "(untagged)" : trace.tags[order[k]],
+               by_tag[order[k]]});
+        else
+          rest += by_tag[order[k]];
+      }
+      if (rest > 0)
+        live.push_back({"(rest)", rest});
+    }
+  }
+}
+
 }  // namespace
 
 ReplayResult replay(
@@ -30,6 +82,8 @@ ReplayResult replay(
   }
   if (!trace.recorded_reserved.empty())
     result.recording.emplace();
+  std::vector<size_t> peak_index;  // per phase: the event after which requested bytes peaked
+  int64_t phase_peak = 0;
   for (size_t index = 0; index < trace.events.size(); ++index) {
     const TraceEvent& e = trace.events[index];
     ++result.events;
@@ -41,6 +95,8 @@ ReplayResult replay(
       retries_before = stats.num_alloc_retries;
       phase = &result.phases.emplace_back();
       phase->name = trace.phases[static_cast<size_t>(e.phase)];
+      peak_index.push_back(index);
+      phase_peak = stats.requested_bytes.current;
       continue;
     }
     if (e.op == TraceEvent::Op::kFree) {
@@ -74,6 +130,10 @@ ReplayResult replay(
       break;
     }
     blocks[static_cast<size_t>(e.slot)] = h;
+    if (stats.requested_bytes.current > phase_peak) {
+      phase_peak = stats.requested_bytes.current;
+      peak_index.back() = index;
+    }
     if (result.recording) {
       RecordingMatch& m = *result.recording;
       const int64_t recorded = trace.recorded_reserved[index];
@@ -91,6 +151,7 @@ ReplayResult replay(
     result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, p.peak_allocated_bytes);
     result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, p.peak_reserved_bytes);
   }
+  fill_live_at_peak(trace, peak_index, result.phases);
   result.num_alloc_retries = stats.num_alloc_retries;
   result.num_ooms = stats.num_ooms;
   return result;

@@ -10,6 +10,12 @@
 
 namespace oomguard::sim {
 
+// Bytes requested by live allocations of one tag (the model part, or a snapshot's frame).
+struct TagBytes {
+  std::string tag;  // "(untagged)" for allocations without one, "(rest)" for the others
+  int64_t bytes = 0;
+};
+
 struct PhasePrediction {
   std::string name;
   int64_t peak_requested_bytes = 0;  // what the run asked for: its own meter's peak
@@ -17,6 +23,9 @@ struct PhasePrediction {
   int64_t peak_reserved_bytes = 0;   // segments held: what must fit on the card
   int64_t largest_gap_bytes = 0;     // most reserved minus allocated as an alloc is served or fails
   int64_t num_alloc_retries = 0;
+  // What was live when the phase's requested bytes peaked: the five largest tags, then the
+  // rest in one entry; the bytes add up to peak_requested_bytes.
+  std::vector<TagBytes> live_at_peak;
 };
 
 struct PredictedOom {

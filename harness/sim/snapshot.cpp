@@ -177,8 +177,8 @@ Trace read_snapshot(std::string_view bytes, const std::string& source, SnapshotI
     r.check_stream(entry, what.c_str());
     const int64_t addr = r.integer(entry, "addr", what.c_str());
     const int64_t size = r.integer(entry, "size", what.c_str());
-    if (size < 0)
-      r.fail(what + ": a negative size");
+    if (size < 0 || (segment_event && size == 0))
+      r.fail(what + ": size " + std::to_string(size) + " is impossible");
     if (action == "segment_alloc") {
       new_segments.insert(addr);
       delta += size;
@@ -244,6 +244,8 @@ Trace read_snapshot(std::string_view bytes, const std::string& source, SnapshotI
           "the snapshot import does not model; record with the default to replay");
     const int64_t address = r.integer(seg, "address", what.c_str());
     const int64_t total = r.integer(seg, "total_size", what.c_str());
+    if (total <= 0)
+      r.fail(what + ": total_size " + std::to_string(total) + " is impossible");
     if (new_segments.count(address) != 0)
       continue;
     initial[address] = {total, r.text(seg, "segment_type") == "small"};
@@ -252,6 +254,8 @@ Trace read_snapshot(std::string_view bytes, const std::string& source, SnapshotI
     for (uint32_t b : blocks.children) {
       const PickleValue& block = pickle->at(b);
       const int64_t bsize = r.integer(block, "size", what.c_str());
+      if (bsize <= 0)
+        r.fail(what + ": a block of size " + std::to_string(bsize));
       const PickleValue* at = pickle->get(block, "address");
       const int64_t baddr = at != nullptr && at->kind == Kind::kInt ? at->integer : offset;
       offset = baddr + bsize;
@@ -273,6 +277,11 @@ Trace read_snapshot(std::string_view bytes, const std::string& source, SnapshotI
   int64_t initial_reserved = 0;
   std::map<int64_t, size_t> segment_of;  // address -> index into trace.initial_segments
   for (const auto& [address, s] : initial) {
+    if (!trace.initial_segments.empty()) {
+      const InitialSegment& before = trace.initial_segments.back();
+      if (before.address + before.size > address)
+        r.fail("segments at " + hex(before.address) + " and " + hex(address) + " overlap");
+    }
     segment_of[address] = trace.initial_segments.size();
     trace.initial_segments.push_back({address, s.size, s.small, {}, {}});
     initial_reserved += s.size;

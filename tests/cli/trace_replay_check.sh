@@ -37,6 +37,10 @@ checks = {
         p["peak_reserved_bytes"] >= p["peak_allocated_bytes"] >= p["peak_requested_bytes"]
         for p in replay["phases"]),
     "no OOM on a t4": replay["oom"] is None and replay["num_ooms"] == 0,
+    "what is live at each peak, by tag, adds up to the peak": all(
+        sum(t["bytes"] for t in p["live_at_peak"]) == p["peak_requested_bytes"]
+        and any(t["tag"].startswith("block") for t in p["live_at_peak"])
+        for p in replay["phases"] if p["name"] == "train"),
     "online model reserved == replay reserved": all(
         p["peak_reserved_bytes"] == predicted[p["name"]]["peak_reserved_bytes"]
         for p in model["phases"]),
