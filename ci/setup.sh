@@ -11,7 +11,7 @@ CACHE=${OOMGUARD_CACHE:-$HOME/.cache/oomguard}
 VENV=$CACHE/venv-torch-$TORCH_VERSION
 PRESET=${OOMGUARD_PRESET:-cpu}
 APT_PACKAGES=(cmake ninja-build ccache g++ python3-venv libgtest-dev libbenchmark-dev
-  libspdlog-dev nlohmann-json3-dev libcli11-dev shellcheck)
+  libspdlog-dev nlohmann-json3-dev libcli11-dev shellcheck librsvg2-bin)
 
 log() { echo "[setup] $*"; }
 

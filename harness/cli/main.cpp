@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/plot_command.h"
 #include "harness/cli/repeat_command.h"
 #include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
@@ -47,9 +48,17 @@ int main(int argc, char** argv) {
   ReplayArgs replay_args;
   auto* replay = app.add_subcommand(
       "replay",
-      "predict a GPU run without the GPU: an allocation trace (run --trace) through a model of "
-      "the CUDA caching allocator for a card and setting; exit 3 on a predicted OOM");
+      "predict a GPU run without the GPU: an allocation trace (run --trace) or a PyTorch "
+      "memory snapshot through a model of the CUDA caching allocator for cards and settings; "
+      "exit 3 on a predicted OOM");
   add_replay_options(*replay, replay_args);
+
+  PlotArgs plot_args;
+  auto* plot = app.add_subcommand(
+      "plot",
+      "memory over a run as a picture (SVG or HTML): allocated and modelled reserved bytes, "
+      "phases, budgets, the card, the peak and what was live at it");
+  add_plot_options(*plot, plot_args);
 
   try {
     app.parse(argc, argv);
@@ -71,6 +80,8 @@ int main(int argc, char** argv) {
     }
     if (*replay)
       return replay_command(replay_args);
+    if (*plot)
+      return plot_command(plot_args);
     return merge_command(merge_args);
   } catch (const c10::Error& e) {  // before std::exception: what() carries a backtrace
     std::fprintf(stderr, "oomguard: %s\n", e.what_without_backtrace());

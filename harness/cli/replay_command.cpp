@@ -42,28 +42,6 @@ int parse_torch_version(const std::string& text) {
   return version;
 }
 
-// What was read: the trace, and for a snapshot its device and recorded settings.
-struct Input {
-  sim::Trace trace;
-  std::optional<sim::SnapshotInfo> snapshot;
-};
-
-Input read_input(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    throw run::ConfigError("trace " + path + ": cannot be opened");
-  const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  Input input;
-  if (sim::looks_like_pickle(bytes)) {
-    input.snapshot.emplace();
-    input.trace = sim::read_snapshot(bytes, path, *input.snapshot);
-  } else {
-    std::istringstream in(bytes);
-    input.trace = sim::read_trace(in, path);
-  }
-  return input;
-}
-
 nlohmann::json snapshot_json(const sim::SnapshotInfo& info, const sim::RecordingMatch& m) {
   nlohmann::json mismatch = nullptr;
   if (m.first_mismatch)
@@ -232,6 +210,22 @@ void print_recording(
 }
 
 }  // namespace
+
+Input read_input(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    throw run::ConfigError("trace " + path + ": cannot be opened");
+  const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  Input input;
+  if (sim::looks_like_pickle(bytes)) {
+    input.snapshot.emplace();
+    input.trace = sim::read_snapshot(bytes, path, *input.snapshot);
+  } else {
+    std::istringstream in(bytes);
+    input.trace = sim::read_trace(in, path);
+  }
+  return input;
+}
 
 void add_replay_options(CLI::App& app, ReplayArgs& args) {
   app.add_option(

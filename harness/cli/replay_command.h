@@ -1,10 +1,14 @@
 #pragma once
 // `oomguard replay`: an allocation trace (oomguard's JSON Lines, or a PyTorch memory
 // snapshot pickle, told apart by content) through the CUDA caching-allocator model.
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "harness/sim/snapshot.h"
+#include "harness/sim/trace.h"
 
 namespace oomguard::cli {
 
@@ -17,6 +21,15 @@ struct ReplayArgs {
 };
 
 void add_replay_options(CLI::App& app, ReplayArgs& args);
+
+// What `replay` and `plot` read: the trace, and for a snapshot its device and settings.
+struct Input {
+  sim::Trace trace;
+  std::optional<sim::SnapshotInfo> snapshot;
+};
+// Reads a trace or a snapshot (told apart by content); throws run::ConfigError when the file
+// cannot be opened, sim::TraceError (a SnapshotError for snapshots) when it is malformed.
+Input read_input(const std::string& path);
 
 // Returns the exit code: 0 if the trace fits with every setting, 3 on a predicted OOM.
 int replay_command(const ReplayArgs& args);

@@ -68,7 +68,10 @@ void fill_live_at_peak(
 }  // namespace
 
 ReplayResult replay(
-    const Trace& trace, const AllocatorSettings& settings, const DeviceLimits& device) {
+    const Trace& trace,
+    const AllocatorSettings& settings,
+    const DeviceLimits& device,
+    Timeline* timeline) {
   ReplayResult result;
   CachingAllocator allocator(settings, device);
   std::vector<CachingAllocator::Handle> blocks(static_cast<size_t>(trace.slots));
@@ -87,6 +90,10 @@ ReplayResult replay(
   for (size_t index = 0; index < trace.events.size(); ++index) {
     const TraceEvent& e = trace.events[index];
     ++result.events;
+    if (timeline != nullptr && index > 0) {  // the previous event's outcome
+      timeline->requested.push_back(stats.requested_bytes.current);
+      timeline->reserved.push_back(stats.reserved_bytes.current);
+    }
     if (e.op == TraceEvent::Op::kPhase) {
       // Peaks start over at each phase, as the run's meter does.
       if (phase != nullptr)
@@ -151,6 +158,12 @@ ReplayResult replay(
     result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, p.peak_allocated_bytes);
     result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, p.peak_reserved_bytes);
   }
+  if (timeline != nullptr && result.events > 0) {  // the last event's (an OOM changes nothing)
+    timeline->requested.push_back(stats.requested_bytes.current);
+    timeline->reserved.push_back(stats.reserved_bytes.current);
+  }
+  for (size_t k = 0; k < result.phases.size(); ++k)
+    result.phases[k].peak_event = peak_index[k];
   fill_live_at_peak(trace, peak_index, result.phases);
   result.num_alloc_retries = stats.num_alloc_retries;
   result.num_ooms = stats.num_ooms;

@@ -26,6 +26,7 @@ struct PhasePrediction {
   // What was live when the phase's requested bytes peaked: the five largest tags, then the
   // rest in one entry; the bytes add up to peak_requested_bytes.
   std::vector<TagBytes> live_at_peak;
+  size_t peak_event = 0;  // the event after which requested bytes peaked (its index)
 };
 
 struct PredictedOom {
@@ -63,8 +64,18 @@ struct ReplayResult {
   std::optional<RecordingMatch> recording;  // traces with recorded_reserved (snapshots)
 };
 
-// Replays until the end or the first predicted OOM, as the real run would stop there.
+// Memory after every replayed event, for pictures: requested[i] and reserved[i] follow
+// trace.events[i].
+struct Timeline {
+  std::vector<int64_t> requested, reserved;
+};
+
+// Replays until the end or the first predicted OOM, as the real run would stop there;
+// fills `timeline` when given.
 ReplayResult replay(
-    const Trace& trace, const AllocatorSettings& settings, const DeviceLimits& device);
+    const Trace& trace,
+    const AllocatorSettings& settings,
+    const DeviceLimits& device,
+    Timeline* timeline = nullptr);
 
 }  // namespace oomguard::sim

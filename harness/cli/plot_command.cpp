@@ -1,0 +1,166 @@
+#include "harness/cli/plot_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/atomic_file.h"
+#include "harness/cli/replay_command.h"
+#include "harness/cli/run_command.h"
+#include "harness/memory/cards.h"
+#include "harness/plot/memory_plot.h"
+#include "harness/run/config.h"
+#include "harness/sim/replay.h"
+
+namespace oomguard::cli {
+namespace {
+
+// Budgets by phase and the card, from a run report (oomguard.report/1).
+struct RunFacts {
+  std::map<std::string, int64_t> budgets;
+  int64_t capacity_bytes = 0;
+  std::string card;
+};
+
+RunFacts read_run_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw run::ConfigError("--run-report " + path + ": cannot be opened");
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || doc.value("schema", "") != "oomguard.report/1" ||
+      !doc.contains("phases") || !doc["phases"].is_array())
+    throw run::ConfigError("--run-report " + path + ": not a run report (oomguard.report/1)");
+  RunFacts facts;
+  try {
+    for (const auto& p : doc["phases"])
+      facts.budgets[p.at("name").get<std::string>()] = p.at("budget_bytes").get<int64_t>();
+    facts.capacity_bytes = doc.value("capacity_bytes", int64_t{0});
+    const auto& info = doc.value("device_info", nlohmann::json::object());
+    if (info.contains("emulated_card") && info["emulated_card"].is_string())
+      facts.card = info["emulated_card"].get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw run::ConfigError("--run-report " + path + ": " + e.what());
+  }
+  return facts;
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+void add_plot_options(CLI::App& app, PlotArgs& args) {
+  app.add_option(
+         "input",
+         args.input,
+         "a trace (oomguard run --trace) or a PyTorch memory snapshot, replayed through the "
+         "caching-allocator model for the reserved line")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("-o,--output", args.output, "the picture: FILE.svg, or FILE.html (the same SVG)")
+      ->required();
+  app.add_option(
+         "--run-report",
+         args.run_report,
+         "the run's report (oomguard run --report): its phase budgets and card are drawn")
+      ->check(CLI::ExistingFile);
+  std::vector<std::string> cards;
+  for (const auto& c : memory::card_profiles())
+    cards.push_back(c.name);
+  auto* card = app.add_option("--card", args.card, "the card whose capacity is drawn and modelled")
+                   ->check(CLI::IsMember(cards));
+  app.add_option("--capacity", args.capacity, "a capacity to draw and model instead, e.g. 120MiB")
+      ->excludes(card);
+  app.add_option(
+      "--alloc-conf",
+      args.alloc_conf,
+      "caching-allocator settings for the reserved line (default: none; a snapshot's own)");
+}
+
+int plot_command(const PlotArgs& args) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool html = args.output.size() > 5 && args.output.substr(args.output.size() - 5) == ".html";
+  const bool svg = args.output.size() > 4 && args.output.substr(args.output.size() - 4) == ".svg";
+  if (!html && !svg)
+    throw run::ConfigError("-o " + args.output + ": name an .svg or an .html file");
+  const RunFacts facts = args.run_report.empty() ? RunFacts{} : read_run_report(args.run_report);
+  check_writable(args.output, "-o");
+
+  // The card: given, else the run report's, else none (the model then has no limit).
+  std::string card = args.card.empty() && args.capacity.empty() ? facts.card : args.card;
+  sim::DeviceLimits device;
+  int64_t capacity = 0;
+  if (!card.empty()) {
+    const memory::CardProfile& c = memory::find_card(card);
+    device = {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0};
+    capacity = c.capacity_bytes();
+  } else if (!args.capacity.empty() || facts.capacity_bytes > 0) {
+    capacity = args.capacity.empty() ? facts.capacity_bytes : parse_capacity(args.capacity);
+    device = sim::DeviceLimits::capacity(capacity);
+  }
+  const Input input = read_input(args.input);
+  const std::string conf = !args.alloc_conf.empty() ? args.alloc_conf
+                           : input.snapshot         ? input.snapshot->alloc_conf
+                                                    : "";
+  sim::AllocatorSettings settings;
+  try {
+    settings = sim::AllocatorSettings::parse(conf);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(std::string("--alloc-conf: ") + e.what());
+  }
+  sim::Timeline timeline;
+  const sim::ReplayResult result = sim::replay(input.trace, settings, device, &timeline);
+
+  plot::MemoryPlot p;
+  p.title = "oomguard: memory of " + base_name(args.input);
+  p.allocated = std::move(timeline.requested);
+  p.reserved = std::move(timeline.reserved);
+  p.reserved_label = "reserved (caching-allocator model, " +
+                     (conf.empty() ? std::string("default settings") : conf) + ")";
+  p.capacity_bytes = capacity;
+  p.capacity_label = (card.empty() ? "capacity " : card + ": ") + plot::size_label(capacity);
+  size_t phase_index = 0;
+  for (size_t i = 0; i < input.trace.events.size() && i < p.allocated.size(); ++i) {
+    if (input.trace.events[i].op != sim::TraceEvent::Op::kPhase)
+      continue;
+    const sim::PhasePrediction& r = result.phases[phase_index++];
+    plot::PhaseSpan span;
+    span.name = r.name;
+    span.first = i;
+    const auto budget = facts.budgets.find(r.name);
+    span.budget_bytes = budget == facts.budgets.end() ? -1 : budget->second;
+    span.peak_index = r.peak_event;
+    span.peak_bytes = r.peak_requested_bytes;
+    for (const auto& t : r.live_at_peak)
+      span.live_at_peak.push_back({t.tag, t.bytes});
+    p.phases.push_back(span);
+  }
+  if (result.oom) {
+    p.oom_index = static_cast<size_t>(result.events - 1);
+    p.oom_label = "out of memory: " + plot::size_label(result.oom->bytes) + " in " +
+                  result.oom->phase + (result.oom->tag.empty() ? "" : " (" + result.oom->tag + ")");
+  }
+  p.subtitle = std::to_string(p.allocated.size()) + " events, peak allocated " +
+               plot::size_label(result.peak_requested_bytes) + ", peak reserved " +
+               plot::size_label(result.peak_reserved_bytes) +
+               (result.oom ? "; out of memory at event " + std::to_string(result.events) : "");
+  const std::string picture = plot::render_svg(p);
+  write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "wrote %s: %zu events, %zu phases, %.1f KiB, in %.2f s\n",
+      args.output.c_str(),
+      p.allocated.size(),
+      p.phases.size(),
+      static_cast<double>(picture.size()) / 1024.0,
+      seconds);
+  return 0;
+}
+
+}  // namespace oomguard::cli

@@ -1,0 +1,18 @@
+#pragma once
+// `oomguard plot`: memory over a run as a picture (SVG, or the SVG in an HTML page).
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace oomguard::cli {
+
+struct PlotArgs {
+  std::string input, output, run_report, card, capacity, alloc_conf, torch_version;
+};
+
+void add_plot_options(CLI::App& app, PlotArgs& args);
+
+// Writes the picture; returns the exit code (0; bad input throws run::ConfigError).
+int plot_command(const PlotArgs& args);
+
+}  // namespace oomguard::cli
