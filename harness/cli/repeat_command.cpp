@@ -72,10 +72,10 @@ void check_run_args(const std::vector<std::string>& run_args) {
       throw run::ConfigError(
           std::string("repeat: ") + owned + " belongs to repeat, not to the runs it starts");
   }
-  if (!args.trace_file.empty())
+  if (!args.trace_file.empty() || !args.snapshot_file.empty())
     throw run::ConfigError(
-        "repeat: --trace would have every run write the same file; record one run with "
-        "oomguard run --trace");
+        std::string("repeat: ") + (args.trace_file.empty() ? "--snapshot" : "--trace") +
+        " would have every run write the same file; record one run with oomguard run");
   resolve_run(args);
 }
 

@@ -20,6 +20,7 @@
 #include "harness/sim/pickle.h"
 #include "harness/sim/replay.h"
 #include "harness/sim/snapshot.h"
+#include "harness/sim/snapshot_export.h"
 
 namespace oomguard::cli {
 namespace {
@@ -260,6 +261,11 @@ void add_replay_options(CLI::App& app, ReplayArgs& args) {
       "the LibTorch whose allocator to model, e.g. 1.13 (default: the one oomguard was built "
       "with; versions after 2.6 behave as 2.6)");
   app.add_option("--report", args.report_file, "write the JSON report here");
+  app.add_option(
+      "--export-snapshot",
+      args.export_snapshot,
+      "write the (first) replay as a PyTorch memory snapshot pickle, for PyTorch's memory viewer "
+      "and python -m torch.cuda._memory_viz");
 }
 
 // Every card, then every capacity, each with every allocator setting in the order given.
@@ -353,16 +359,33 @@ int replay_command(const ReplayArgs& args) {
   for (const auto& text : args.capacities)
     parse_capacity(text);  // a bad size is named before the trace is read
   check_writable(args.report_file, "--report");
+  check_writable(args.export_snapshot, "--export-snapshot");
   const Input input = read_input(args.trace_file);
   const std::vector<Setting> settings = settings_of(args, input, version);
+  if (!args.export_snapshot.empty() && settings.front().settings.expandable_segments)
+    throw run::ConfigError(
+        "--export-snapshot: a replay with expandable_segments:True is not written as a "
+        "snapshot (its pages are not segments of their own)");
 
   std::vector<sim::ReplayResult> results;
   nlohmann::json entries = nlohmann::json::array();
   const auto start = std::chrono::steady_clock::now();
+  sim::DeviceTrace device_trace;
   for (const Setting& s : settings) {
-    results.push_back(sim::replay(input.trace, s.settings, s.device));
+    const bool exported = !args.export_snapshot.empty() && &s == &settings.front();
+    results.push_back(sim::replay(
+        input.trace,
+        s.settings,
+        s.device,
+        /*timeline=*/nullptr,
+        exported ? &device_trace : nullptr));
     entries.push_back(figures_json(results.back(), s, torch_version));
   }
+  if (!args.export_snapshot.empty())
+    write_file_atomically(
+        args.export_snapshot,
+        sim::snapshot_pickle(
+            input.trace, device_trace, settings.front().alloc_conf, /*expandable_segments=*/false));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(

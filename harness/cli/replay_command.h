@@ -14,6 +14,7 @@ namespace oomguard::cli {
 
 struct ReplayArgs {
   std::string trace_file, report_file;
+  std::string export_snapshot;  // write the (first) replay as a PyTorch memory snapshot here
   // Each card and capacity with each allocator setting is one replay; several make a table
   // side by side. No --alloc-conf: the default, or the settings a snapshot was recorded with.
   std::vector<std::string> cards, capacities, alloc_confs;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "data/text_source.h"
+#include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
@@ -26,6 +27,9 @@
 #include "harness/memory/trace_recorder.h"
 #include "harness/memory/tracking_allocator.h"
 #include "harness/run/smoke_run.h"
+#include "harness/sim/replay.h"
+#include "harness/sim/snapshot_export.h"
+#include "harness/sim/trace.h"
 
 namespace oomguard::cli {
 namespace {
@@ -203,6 +207,11 @@ void add_run_options(CLI::App& app, RunArgs& args) {
          "(memory.alloc_conf applies): reserved memory is predicted and the emulated card fails "
          "where that allocator would, fragmentation included")
       ->check(CLI::IsMember({"none", "cuda"}));
+  app.add_option(
+      "--snapshot",
+      args.snapshot_file,
+      "write the run as a PyTorch memory snapshot pickle (CPU runs): its allocations through the "
+      "caching-allocator model (memory.alloc_conf, the card), for PyTorch's memory viewer");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
 }
 
@@ -214,7 +223,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
     run::apply_set(overrides, s);
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
-  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, {}};
+  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, {}, std::nullopt};
   // A bad data file is a usage error too: found here, before anything runs.
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
@@ -232,6 +241,22 @@ ResolvedRun resolve_run(const RunArgs& args) {
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
     resolved.capacity_bytes = parse_capacity(args.capacity);
+  if (resolved.device == "cuda" && !args.snapshot_file.empty())
+    throw run::ConfigError(
+        "--snapshot works on the CPU meter, and this run would use the GPU; add --device cpu "
+        "(on a GPU, record with torch.cuda.memory._record_memory_history)");
+  if (!args.snapshot_file.empty()) {
+    try {
+      resolved.snapshot_settings = sim::AllocatorSettings::parse(
+          resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(std::string("--snapshot: ") + e.what());
+    }
+    if (resolved.snapshot_settings->expandable_segments)
+      throw run::ConfigError(
+          "--snapshot: memory.alloc_conf has expandable_segments:True, whose pages are not "
+          "segments of their own; a snapshot is written for the other settings");
+  }
   if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
     throw run::ConfigError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
@@ -253,6 +278,32 @@ ResolvedRun resolve_run(const RunArgs& args) {
     }
   }
   return resolved;
+}
+
+// The run's trace replayed through the caching-allocator model (the run's settings and card)
+// and written as a PyTorch memory snapshot; a trace of the snapshot's own is removed after.
+void write_snapshot(
+    const std::string& trace_path, const RunArgs& args, const ResolvedRun& resolved) {
+  std::ifstream in(trace_path);
+  const sim::Trace trace = sim::read_trace(in, trace_path);
+  in.close();
+  if (args.trace_file.empty())
+    std::remove(trace_path.c_str());
+  sim::DeviceLimits device = resolved.model_device;
+  if (device.total_bytes == 0 && resolved.capacity_bytes > 0)
+    device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
+  sim::DeviceTrace device_trace;
+  const sim::ReplayResult r =
+      sim::replay(trace, *resolved.snapshot_settings, device, nullptr, &device_trace);
+  write_file_atomically(
+      args.snapshot_file,
+      sim::snapshot_pickle(
+          trace, device_trace, resolved.config.alloc_conf, /*expandable_segments=*/false));
+  log::info(
+      "snapshot: " + std::to_string(device_trace.entries.size()) + " entries, " +
+      std::to_string(device_trace.segments.size()) + " segments, reserved peak " +
+      memory::format_size(r.peak_reserved_bytes) + " in " + args.snapshot_file +
+      "; python -m torch.cuda._memory_viz trace " + args.snapshot_file + " reads it");
 }
 
 int run_command(const RunArgs& args) {
@@ -281,6 +332,11 @@ int run_command(const RunArgs& args) {
   }
   options.device.allocator_model = resolved.model_settings ? "cuda" : "";
   check_writable(args.trace_file, "--trace");
+  check_writable(args.snapshot_file, "--snapshot");
+  // --snapshot replays the run's trace: the one asked for, or one of its own next to it.
+  const std::string trace_path = !args.trace_file.empty()      ? args.trace_file
+                                 : !args.snapshot_file.empty() ? args.snapshot_file + ".trace.tmp"
+                                                               : "";
 
   const int threads = config.threads > 0 ? static_cast<int>(config.threads)
                                          : static_cast<int>(std::thread::hardware_concurrency());
@@ -291,8 +347,8 @@ int run_command(const RunArgs& args) {
   // The recorder comes first: an allocation the model refuses is in the trace (with a free),
   // so a replay of it fails there too.
   std::unique_ptr<memory::TraceRecorder> recorder;
-  if (!args.trace_file.empty()) {
-    recorder = std::make_unique<memory::TraceRecorder>(args.trace_file);
+  if (!trace_path.empty()) {
+    recorder = std::make_unique<memory::TraceRecorder>(trace_path);
     tracker.add_observer(recorder.get());
   }
   std::unique_ptr<memory::ModelledMeter> modelled;
@@ -381,12 +437,14 @@ int run_command(const RunArgs& args) {
   if (!args.report_file.empty())
     run::write_report(report, args.report_file);
   print_table(report);
-  if (recorder) {  // after the report: a trace that cannot be written loses nothing else
+  if (recorder)  // after the report: a trace that cannot be written loses nothing else
     recorder->close();
+  if (!args.trace_file.empty())
     log::info(
         "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
         "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
-  }
+  if (!args.snapshot_file.empty())
+    write_snapshot(trace_path, args, resolved);
   if (report.outcome == "oom")
     return kExitOom;
   if (report.outcome == "interrupted")

@@ -15,6 +15,7 @@ namespace oomguard::cli {
 struct RunArgs {
   std::string config_file, report_file, capacity, card, device = "auto";
   std::string trace_file;                // record the CPU meter's allocations here
+  std::string snapshot_file;             // the run as a PyTorch memory snapshot (CPU runs)
   std::string allocator_model = "none";  // none, or cuda: the caching-allocator model
   std::vector<std::string> sets, disabled_guards;
   int64_t seed = 0;
@@ -35,6 +36,8 @@ struct ResolvedRun {
   // --allocator-model cuda: the model's settings (memory.alloc_conf) and card.
   std::optional<sim::AllocatorSettings> model_settings;
   sim::DeviceLimits model_device;
+  // --snapshot: the settings its replay uses (memory.alloc_conf).
+  std::optional<sim::AllocatorSettings> snapshot_settings;
 };
 // Checks everything the user gave (config, sets, guards, card, capacity, device) and builds
 // the run; throws run::ConfigError or std::invalid_argument naming the bad input.

@@ -215,6 +215,8 @@ CachingAllocator::Handle CachingAllocator::alloc_block(
   b.size = alloc_size;
   b.small = pool.small;
   next_address_ += round_up(alloc_size, kRoundLarge);
+  if (segment_log_ != nullptr)
+    segment_log_->push_back({/*alloc=*/true, b.ptr, alloc_size});
   stats_.reserved_bytes.add(alloc_size);
   ++stats_.segments;
   return new_block(b);
@@ -344,6 +346,29 @@ std::vector<CachingAllocator::Handle> CachingAllocator::adopt_segment(
 
 // ---------------------------------------------------------------------------------------
 // Figures
+
+std::vector<SegmentState> CachingAllocator::segments() const {
+  std::vector<bool> deleted(blocks_.size(), false);
+  for (Handle h : unused_)
+    deleted[static_cast<size_t>(h)] = true;
+  std::vector<SegmentState> out;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& head = blocks_[i];
+    if (deleted[i] || head.prev != kEmpty || head.expandable)
+      continue;
+    SegmentState s{head.ptr, 0, head.small, {}};
+    for (Handle h = static_cast<Handle>(i); h != kEmpty; h = at(h).next) {
+      const Block& b = at(h);
+      s.blocks.push_back({b.ptr, b.size, b.allocated ? b.requested : 0, b.allocated});
+      s.size += b.size;
+    }
+    out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(), [](const SegmentState& a, const SegmentState& b) {
+    return a.address < b.address;
+  });
+  return out;
+}
 
 void CachingAllocator::reset_peak() {
   for (Stat* s :

@@ -64,6 +64,23 @@ struct OomInfo {
   int64_t largest_free_bytes = 0;
 };
 
+// A segment taken from or given back to the driver (cudaMalloc / cudaFree).
+struct SegmentEvent {
+  bool alloc = true;  // false: released
+  int64_t address = 0, size = 0;
+};
+
+// One segment as it is now, its blocks in address order.
+struct SegmentState {
+  int64_t address = 0, size = 0;
+  bool small = false;
+  struct BlockState {
+    int64_t address = 0, size = 0, requested = 0;
+    bool allocated = false;
+  };
+  std::vector<BlockState> blocks;
+};
+
 // A block live in a segment that the allocator held before the model started.
 struct AdoptedBlock {
   int64_t address = 0, size = 0, requested = 0;
@@ -94,6 +111,13 @@ class CachingAllocator {
   // setMemoryFraction: the most the process may reserve from now on, 0 for no limit. What is
   // reserved already stays.
   void set_allowed_bytes(int64_t bytes) { device_.allowed_bytes = bytes; }
+
+  // Appends every segment taken or released from now on to `log` (nullptr: stop).
+  void log_segments(std::vector<SegmentEvent>* log) { segment_log_ = log; }
+  // The segments held now, by address (not with expandable segments: their pages are not
+  // segments of their own).
+  std::vector<SegmentState> segments() const;
+  int64_t block_address(Handle block) const { return at(block).ptr; }
 
   const AllocatorStats& stats() const { return stats_; }
   const std::optional<OomInfo>& last_oom() const { return last_oom_; }
@@ -176,6 +200,7 @@ class CachingAllocator {
   AllocatorStats stats_;
   std::optional<OomInfo> last_oom_;
   int64_t next_address_ = int64_t{1} << 40;
+  std::vector<SegmentEvent>* segment_log_ = nullptr;
 };
 
 // LibTorch's format_size: "512 bytes", "1024.00 KiB", "20.00 MiB", "14.75 GiB".

@@ -57,6 +57,10 @@ class Pickle {
   uint32_t root_ = 0;
 };
 
+// `value` pickled (protocol 2, plain opcodes only): objects as dicts, arrays as lists; what
+// Python's pickle.load and read_pickle read back.
+std::string write_pickle(const nlohmann::json& value);
+
 // Whether `bytes` starts as a pickle of protocol 2 or later does (the PROTO opcode).
 bool looks_like_pickle(std::string_view bytes);
 

@@ -10,6 +10,8 @@ namespace oomguard::sim {
 void CachingAllocator::release_block(Handle h) {
   const Block& b = at(h);
   pool_of(b).free.erase(h);
+  if (segment_log_ != nullptr)
+    segment_log_->push_back({/*alloc=*/false, b.ptr, b.size});
   stats_.reserved_bytes.sub(b.size);
   --stats_.segments;
   delete_block(h);

@@ -71,7 +71,8 @@ ReplayResult replay(
     const Trace& trace,
     const AllocatorSettings& settings,
     const DeviceLimits& device,
-    Timeline* timeline) {
+    Timeline* timeline,
+    DeviceTrace* device_trace) {
   ReplayResult result;
   CachingAllocator allocator(settings, device);
   std::vector<CachingAllocator::Handle> blocks(static_cast<size_t>(trace.slots));
@@ -85,6 +86,24 @@ ReplayResult replay(
   }
   if (!trace.recorded_reserved.empty())
     result.recording.emplace();
+  using Action = DeviceTrace::Entry::Action;
+  std::vector<SegmentEvent> segment_events;
+  std::vector<int64_t> slot_bytes;
+  if (device_trace != nullptr) {
+    allocator.log_segments(&segment_events);
+    slot_bytes.resize(blocks.size());
+    for (const InitialSegment& s : trace.initial_segments)
+      for (size_t i = 0; i < s.live.size(); ++i)
+        slot_bytes[static_cast<size_t>(s.slots[i])] = s.live[i].requested;
+  }
+  // The segments the last call took or gave back, then `action` itself.
+  const auto record = [&](size_t index, Action action, int64_t address, int64_t size) {
+    for (const SegmentEvent& s : segment_events)
+      device_trace->entries.push_back(
+          {s.alloc ? Action::kSegmentAlloc : Action::kSegmentFree, s.address, s.size, index});
+    segment_events.clear();
+    device_trace->entries.push_back({action, address, size, index});
+  };
   std::vector<size_t> peak_index;  // per phase: the event after which requested bytes peaked
   int64_t phase_peak = 0;
   for (size_t index = 0; index < trace.events.size(); ++index) {
@@ -107,14 +126,33 @@ ReplayResult replay(
       continue;
     }
     if (e.op == TraceEvent::Op::kFree) {
-      allocator.free(blocks[static_cast<size_t>(e.slot)]);
+      const CachingAllocator::Handle b = blocks[static_cast<size_t>(e.slot)];
+      if (device_trace != nullptr && b >= 0) {
+        const int64_t address = allocator.block_address(b);
+        const int64_t size = slot_bytes[static_cast<size_t>(e.slot)];
+        record(index, Action::kFreeRequested, address, size);
+        record(index, Action::kFreeCompleted, address, size);
+      }
+      allocator.free(b);
       continue;
     }
     if (e.op == TraceEvent::Op::kEmptyCache) {
       allocator.empty_cache();
+      if (device_trace != nullptr) {
+        for (const SegmentEvent& s : segment_events)
+          device_trace->entries.push_back({Action::kSegmentFree, s.address, s.size, index});
+        segment_events.clear();
+      }
       continue;
     }
     const CachingAllocator::Handle h = allocator.malloc(e.bytes);
+    if (device_trace != nullptr && h != CachingAllocator::kEmpty) {
+      slot_bytes[static_cast<size_t>(e.slot)] = e.bytes;
+      if (h == CachingAllocator::kOom)
+        record(index, Action::kOom, 0, e.bytes);
+      else
+        record(index, Action::kAlloc, allocator.block_address(h), e.bytes);
+    }
     // Measured as an allocation is served or fails, when held-but-unusable memory costs
     // something (after the last frees of a run, everything reserved is unallocated).
     const int64_t gap = stats.reserved_bytes.current - stats.allocated_bytes.current;
@@ -157,6 +195,10 @@ ReplayResult replay(
     result.peak_requested_bytes = std::max(result.peak_requested_bytes, p.peak_requested_bytes);
     result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, p.peak_allocated_bytes);
     result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, p.peak_reserved_bytes);
+  }
+  if (device_trace != nullptr) {
+    device_trace->segments = allocator.segments();
+    allocator.log_segments(nullptr);
   }
   if (timeline != nullptr && result.events > 0) {  // the last event's (an OOM changes nothing)
     timeline->requested.push_back(stats.requested_bytes.current);

@@ -70,12 +70,33 @@ struct Timeline {
   std::vector<int64_t> requested, reserved;
 };
 
+// What the modelled allocator did, as a PyTorch snapshot's device trace records it, and its
+// segments at the end: the content of `--export-snapshot`.
+struct DeviceTrace {
+  struct Entry {
+    enum class Action : uint8_t {
+      kAlloc,
+      kFreeRequested,
+      kFreeCompleted,
+      kSegmentAlloc,
+      kSegmentFree,
+      kOom
+    };
+    Action action = Action::kAlloc;
+    int64_t address = 0, size = 0;
+    size_t event = 0;  // the trace event it came from (its phase, step and tag)
+  };
+  std::vector<Entry> entries;
+  std::vector<SegmentState> segments;
+};
+
 // Replays until the end or the first predicted OOM, as the real run would stop there;
-// fills `timeline` when given.
+// fills `timeline` and `device_trace` when given.
 ReplayResult replay(
     const Trace& trace,
     const AllocatorSettings& settings,
     const DeviceLimits& device,
-    Timeline* timeline = nullptr);
+    Timeline* timeline = nullptr,
+    DeviceTrace* device_trace = nullptr);
 
 }  // namespace oomguard::sim

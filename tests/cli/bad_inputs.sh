@@ -56,6 +56,9 @@ cases=(
   "for LibTorch 1.13|replay $dir/trace.jsonl --card t4 --torch-version 1.13 --alloc-conf expandable_segments:True"
   "--allocator-model cuda: backend|run --device cpu --allocator-model cuda --set memory.alloc_conf=backend:cudaMallocAsync"
   "same file|repeat -n 2 --trace $dir/t.jsonl"
+  "same file|repeat -n 2 --snapshot $dir/s.pickle"
+  "whose pages are not segments|run --device cpu --snapshot $dir/s.pickle --set memory.alloc_conf=expandable_segments:True"
+  "--export-snapshot|replay $dir/trace.jsonl --card t4 --alloc-conf expandable_segments:True --export-snapshot $dir/e.pickle"
   "--trace $dir/no/such/dir/t.jsonl|run --device cpu --trace $dir/no/such/dir/t.jsonl"
 )
 failed=0
