@@ -1,5 +1,6 @@
 #include "harness/cli/plot_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "harness/cli/run_command.h"
 #include "harness/memory/cards.h"
 #include "harness/plot/memory_plot.h"
+#include "harness/plot/repeat_plot.h"
 #include "harness/run/config.h"
 #include "harness/sim/replay.h"
 
@@ -52,6 +54,54 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A repeat summary's iterations as seed peaks per phase.
+plot::RepeatPlot repeat_plot(const nlohmann::json& doc, const std::string& path) {
+  plot::RepeatPlot p;
+  p.title = "oomguard: peaks per seed of " + base_name(path);
+  try {
+    for (const auto& it : doc.at("iterations"))
+      for (const auto& ph : it.at("phases")) {
+        const auto name = ph.at("name").get<std::string>();
+        if (std::find(p.phases.begin(), p.phases.end(), name) == p.phases.end()) {
+          p.phases.push_back(name);
+          p.budgets.push_back(ph.at("budget_bytes").get<int64_t>());
+        }
+      }
+    for (const auto& it : doc.at("iterations")) {
+      plot::RepeatPlot::Seed s{
+          it.at("seed").get<uint64_t>(),
+          it.at("outcome").get<std::string>(),
+          std::vector<int64_t>(p.phases.size(), -1)};
+      for (const auto& ph : it.at("phases")) {
+        const auto at =
+            std::find(p.phases.begin(), p.phases.end(), ph.at("name").get<std::string>());
+        s.peaks[static_cast<size_t>(at - p.phases.begin())] =
+            ph.at("peak_allocated_bytes").get<int64_t>();
+      }
+      p.seeds.push_back(s);
+    }
+    const auto& st = doc.at("statistics");
+    p.subtitle = std::to_string(st.at("failures").get<int64_t>()) + " of " +
+                 std::to_string(st.at("runs").get<int64_t>()) + " runs failed";
+  } catch (const nlohmann::json::exception& e) {
+    throw run::ConfigError(path + ": not a repeat summary (oomguard.repeat/1): " + e.what());
+  }
+  if (p.seeds.empty() || p.phases.empty())
+    throw run::ConfigError(path + ": the repeat summary has no run with phases to draw");
+  return p;
+}
+
+// The JSON document in `path` when it holds one (a report or summary), else null.
+nlohmann::json json_document(const std::string& path) {
+  std::ifstream in(path);
+  char first = 0;
+  in >> first;  // skips white space
+  if (first != '{')
+    return nullptr;
+  in.seekg(0);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
 }  // namespace
 
 void add_plot_options(CLI::App& app, PlotArgs& args) {
@@ -59,7 +109,8 @@ void add_plot_options(CLI::App& app, PlotArgs& args) {
          "input",
          args.input,
          "a trace (oomguard run --trace) or a PyTorch memory snapshot, replayed through the "
-         "caching-allocator model for the reserved line")
+         "caching-allocator model for the reserved line; or a repeat summary (repeat --report): "
+         "each seed's peak per phase against its budget")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("-o,--output", args.output, "the picture: FILE.svg, or FILE.html (the same SVG)")
@@ -103,6 +154,31 @@ int plot_command(const PlotArgs& args) {
     capacity = args.capacity.empty() ? facts.capacity_bytes : parse_capacity(args.capacity);
     device = sim::DeviceLimits::capacity(capacity);
   }
+  const nlohmann::json doc = json_document(args.input);
+  const std::string schema = doc.is_object() ? doc.value("schema", "") : "";
+  if (schema == "oomguard.repeat/1") {
+    const plot::RepeatPlot p = repeat_plot(doc, args.input);
+    const std::string picture = plot::render_repeat_svg(p);
+    write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
+    std::printf(
+        "wrote %s: %zu seeds, %zu phases, %.1f KiB\n",
+        args.output.c_str(),
+        p.seeds.size(),
+        p.phases.size(),
+        static_cast<double>(picture.size()) / 1024.0);
+    return 0;
+  }
+  if (schema == "oomguard.report/1")
+    throw run::ConfigError(
+        args.input +
+        " is a run report: plot the run's trace and give the report for its "
+        "budgets, oomguard plot TRACE --run-report " +
+        args.input);
+  if (schema == "oomguard.replay/1")
+    throw run::ConfigError(
+        args.input +
+        " is a replay report, which holds no timeline: plot the trace it replayed "
+        "(its \"trace\")");
   const Input input = read_input(args.input);
   const std::string conf = !args.alloc_conf.empty() ? args.alloc_conf
                            : input.snapshot         ? input.snapshot->alloc_conf

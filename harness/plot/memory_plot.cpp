@@ -1,5 +1,7 @@
 #include "harness/plot/memory_plot.h"
 
+#include "harness/plot/svg_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -17,35 +19,6 @@ const char* const kReservedColour = "#ff7f0e";
 const char* const kBudgetColour = "#d62728";
 const char* const kCapacityColour = "#222222";
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string num(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f", v);
-  return text;
-}
-
 // The highest value of each of `columns` equal runs of `values`: exact peaks, any length.
 std::vector<int64_t> envelope(const std::vector<int64_t>& values, int columns) {
   const size_t n = values.size();
@@ -58,18 +31,6 @@ std::vector<int64_t> envelope(const std::vector<int64_t>& values, int columns) {
         values.begin() + static_cast<std::ptrdiff_t>(to));
   }
   return top;
-}
-
-// A tick step of 1, 2 or 5 times a power of ten of B, KiB, MiB or GiB giving at most 8 ticks.
-int64_t tick_step(int64_t top) {
-  static const int64_t kUnits[] = {
-      1, int64_t{1} << 10, int64_t{1} << 20, int64_t{1} << 30, int64_t{1} << 40};
-  static const int64_t kMultiples[] = {1, 2, 5, 10, 20, 50, 100, 200, 500};
-  for (int64_t unit : kUnits)
-    for (int64_t m : kMultiples)
-      if ((top + m * unit - 1) / (m * unit) <= 8)
-        return m * unit;
-  return kUnits[4] * 1000;
 }
 
 class Canvas {

@@ -3,7 +3,8 @@
 # report are drawn to SVG and HTML; rsvg-convert rasterises the SVG, and the PNG must have
 # the canvas size, not be blank, and show each budget as a red dashed line at the height its
 # value has on the picture's own size axis; the HTML holds the same SVG and nothing that
-# loads or runs. A trace that runs out of memory is marked. Exit 77 (ctest: skipped) without
+# loads or runs. A trace that runs out of memory is marked. A repeat summary is drawn as one
+# panel per phase, a dot per seed, its budget dashed at its height. Exit 77 (ctest: skipped) without
 # rsvg-convert or the checkers' venv (ci/setup.sh installs both).
 set -u
 cli=$1
@@ -20,6 +21,10 @@ trap 'rm -rf "$dir"' EXIT
   > /dev/null || exit 1
 rsvg-convert "$dir/run.svg" -o "$dir/run.png" || { echo "FAIL: rsvg-convert refused the SVG"; exit 1; }
 rsvg-convert "$dir/frag.svg" -o "$dir/frag.png" || exit 1
+"$cli" repeat -n 3 --set train.steps=1 --set evaluate.batches=1 --set generate.max_new_tokens=4 \
+  --report "$dir/repeat.json" > /dev/null 2>&1 || { echo "FAIL: repeat"; exit 1; }
+"$cli" plot "$dir/repeat.json" -o "$dir/repeat.svg" > /dev/null || exit 1
+rsvg-convert "$dir/repeat.svg" -o "$dir/repeat.png" || exit 1
 "$OOMGUARD_TOOLS_BIN/python" - "$dir" <<'PY'
 import json, re, sys
 import xml.etree.ElementTree as ET
@@ -62,6 +67,23 @@ frag = ET.parse(f"{d}/frag.svg").getroot()
 oom = frag.find(".//s:line[@class='oom']", NS)
 checks["the OOM is marked"] = oom is not None and any(
     "out of memory: 60MiB in train" in (t.text or "") for t in frag.iterfind(".//s:text", NS))
+rep = json.load(open(f"{d}/repeat.json"))
+rsvg = ET.parse(f"{d}/repeat.svg").getroot()
+rimg = Image.open(f"{d}/repeat.png").convert("RGB")
+rpx = rimg.load()
+seeds = list(rsvg.iterfind(".//s:circle[@class='seed']", NS))
+checks["repeat: a dot per seed and phase"] = len(seeds) == 3 * len(rep["iterations"][0]["phases"])
+for line in rsvg.iterfind(".//s:line[@class='budget']", NS):
+    phase, b = line.get("data-phase"), int(line.get("data-bytes"))
+    t = sorted((int(e.get("data-bytes")), float(e.get("y")) - 4)
+               for e in rsvg.iterfind(f".//s:text[@class='tick'][@data-phase='{phase}']", NS))
+    (c0, z0), (c1, z1) = t[0], t[-1]
+    y = float(line.get("y1"))
+    row = round(y)
+    red = sum(is_red(rpx[x, row]) or is_red(rpx[x, row - 1]) for x in range(100, 1160))
+    checks[f"repeat {phase}: budget at its height, red in the PNG"] = (
+        b == budgets[phase] and abs(z0 + (z1 - z0) * (b - c0) / (c1 - c0) - y) < 1.0
+        and red > 500)
 bad = [k for k, ok in checks.items() if not ok]
 print("FAIL: " + "; ".join(bad) if bad else "ok: " + "; ".join(checks))
 sys.exit(1 if bad else 0)

@@ -1,0 +1,98 @@
+#include "harness/plot/repeat_plot.h"
+
+#include <algorithm>
+
+#include "harness/plot/memory_plot.h"
+#include "harness/plot/svg_text.h"
+
+namespace oomguard::plot {
+namespace {
+
+constexpr double kLeft = 90, kRight = kRepeatPlotWidth - 30, kHeader = 70, kPanel = 190;
+constexpr double kPanelTop = 28, kPanelBottom = 160;  // within a panel: its plot area
+
+}  // namespace
+
+std::string render_repeat_svg(const RepeatPlot& plot) {
+  const int height =
+      static_cast<int>(kHeader + kPanel * static_cast<double>(plot.phases.size()) + 40);
+  const size_t n = plot.seeds.size();
+  const auto x_of = [&](size_t i) {
+    return kLeft + (kRight - kLeft) * (static_cast<double>(i) + 0.5) /
+                       static_cast<double>(std::max<size_t>(n, 1));
+  };
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                    std::to_string(kRepeatPlotWidth) + "\" height=\"" + std::to_string(height) +
+                    "\" viewBox=\"0 0 " + std::to_string(kRepeatPlotWidth) + " " +
+                    std::to_string(height) +
+                    "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
+  svg += "<title>" + escape(plot.title) + "</title>\n";
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  svg += "<text x=\"" + num(kLeft) + "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">" +
+         escape(plot.title) + "</text>\n";
+  svg += "<text x=\"" + num(kLeft) + "\" y=\"44\" fill=\"#555555\">" + escape(plot.subtitle) +
+         "</text>\n";
+  for (size_t p = 0; p < plot.phases.size(); ++p) {
+    const double top = kHeader + kPanel * static_cast<double>(p) + kPanelTop;
+    const double bottom = kHeader + kPanel * static_cast<double>(p) + kPanelBottom;
+    int64_t data_max = std::max<int64_t>(plot.budgets[p], 1);
+    for (const auto& s : plot.seeds)
+      data_max = std::max(data_max, s.peaks[p]);
+    const int64_t step = tick_step(data_max + data_max / 20);
+    const int64_t y_max = (data_max + data_max / 20 + step - 1) / step * step;
+    const auto y_of = [&](int64_t bytes) {
+      return bottom - (bottom - top) * static_cast<double>(bytes) / static_cast<double>(y_max);
+    };
+    svg += "<text x=\"" + num(kLeft) + "\" y=\"" + num(top - 8) + "\" font-weight=\"bold\">" +
+           escape(plot.phases[p]) + "</text>\n";
+    for (int64_t v = 0; v <= y_max; v += step) {
+      svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(y_of(v)) +
+             "\" y2=\"" + num(y_of(v)) + "\" stroke=\"#e5e5e5\"/>\n";
+      svg += "<text class=\"tick\" data-phase=\"" + escape(plot.phases[p]) + "\" data-bytes=\"" +
+             std::to_string(v) + "\" x=\"" + num(kLeft - 8) + "\" y=\"" + num(y_of(v) + 4) +
+             "\" text-anchor=\"end\">" + size_label(v) + "</text>\n";
+    }
+    if (plot.budgets[p] >= 0) {
+      const double y = y_of(plot.budgets[p]);
+      svg += "<line class=\"budget\" data-phase=\"" + escape(plot.phases[p]) + "\" data-bytes=\"" +
+             std::to_string(plot.budgets[p]) + "\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) +
+             "\" y1=\"" + num(y) + "\" y2=\"" + num(y) +
+             "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"8 4\"/>\n";
+      svg += "<text x=\"" + num(kRight - 4) + "\" y=\"" + num(y - 5) +
+             "\" text-anchor=\"end\" fill=\"#d62728\">budget " + size_label(plot.budgets[p]) +
+             "</text>\n";
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const auto& s = plot.seeds[i];
+      const bool failed = s.outcome != "pass";
+      const std::string tip = "seed " + std::to_string(s.seed) + ": " + s.outcome;
+      if (s.peaks[p] < 0) {  // no figure: the run ended before or in this phase
+        svg += "<text class=\"missing\" x=\"" + num(x_of(i)) + "\" y=\"" + num(bottom - 4) +
+               "\" text-anchor=\"middle\" fill=\"#d62728\" font-weight=\"bold\">x<title>" +
+               escape(tip) + "</title></text>\n";
+        continue;
+      }
+      svg += "<circle class=\"seed\" data-seed=\"" + std::to_string(s.seed) + "\" data-bytes=\"" +
+             std::to_string(s.peaks[p]) + "\" cx=\"" + num(x_of(i)) + "\" cy=\"" +
+             num(y_of(s.peaks[p])) + "\" r=\"4\" fill=\"" + (failed ? "#d62728" : "#1f77b4") +
+             "\"><title>" + escape(tip + ", peak " + size_label(s.peaks[p])) +
+             "</title></circle>\n";
+    }
+    svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(bottom) +
+           "\" y2=\"" + num(bottom) + "\" stroke=\"#888888\"/>\n";
+  }
+  // Seeds along the bottom, as many as fit.
+  const double base = kHeader + kPanel * static_cast<double>(plot.phases.size()) + 4;
+  const size_t every = std::max<size_t>(1, n / 40);
+  for (size_t i = 0; i < n; i += every)
+    svg += "<text x=\"" + num(x_of(i)) + "\" y=\"" + num(base) +
+           "\" text-anchor=\"middle\" fill=\"#555555\">" + std::to_string(plot.seeds[i].seed) +
+           "</text>\n";
+  svg += "<text x=\"" + num((kLeft + kRight) / 2) + "\" y=\"" + num(base + 20) +
+         "\" text-anchor=\"middle\" fill=\"#555555\">seed (red: the run failed; x: no figure, "
+         "the run ended before the phase finished)</text>\n";
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace oomguard::plot
