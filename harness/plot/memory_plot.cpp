@@ -104,17 +104,7 @@ std::string render_svg(const MemoryPlot& plot) {
   const int64_t y_max = (data_max + data_max / 20 + step - 1) / step * step;
   const Canvas c(n, y_max);
 
-  std::string svg;
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(kPlotWidth) +
-         "\" height=\"" + std::to_string(kPlotHeight) + "\" viewBox=\"0 0 " +
-         std::to_string(kPlotWidth) + " " + std::to_string(kPlotHeight) +
-         "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
-  svg += "<title>" + escape(plot.title) + "</title>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-  svg += "<text x=\"" + num(kLeft) + "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">" +
-         escape(plot.title) + "</text>\n";
-  svg += "<text x=\"" + num(kLeft) + "\" y=\"44\" fill=\"#555555\">" + escape(plot.subtitle) +
-         "</text>\n";
+  std::string svg = svg_header(kPlotWidth, kPlotHeight, kLeft, plot.title, plot.subtitle);
 
   // Phases: shaded spans, each named; a name that would run into the one before it goes on
   // a second row above.

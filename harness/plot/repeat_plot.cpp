@@ -21,17 +21,7 @@ std::string render_repeat_svg(const RepeatPlot& plot) {
     return kLeft + (kRight - kLeft) * (static_cast<double>(i) + 0.5) /
                        static_cast<double>(std::max<size_t>(n, 1));
   };
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-                    std::to_string(kRepeatPlotWidth) + "\" height=\"" + std::to_string(height) +
-                    "\" viewBox=\"0 0 " + std::to_string(kRepeatPlotWidth) + " " +
-                    std::to_string(height) +
-                    "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
-  svg += "<title>" + escape(plot.title) + "</title>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-  svg += "<text x=\"" + num(kLeft) + "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">" +
-         escape(plot.title) + "</text>\n";
-  svg += "<text x=\"" + num(kLeft) + "\" y=\"44\" fill=\"#555555\">" + escape(plot.subtitle) +
-         "</text>\n";
+  std::string svg = svg_header(kRepeatPlotWidth, height, kLeft, plot.title, plot.subtitle);
   for (size_t p = 0; p < plot.phases.size(); ++p) {
     const double top = kHeader + kPanel * static_cast<double>(p) + kPanelTop;
     const double bottom = kHeader + kPanel * static_cast<double>(p) + kPanelBottom;

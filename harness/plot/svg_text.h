@@ -5,8 +5,13 @@
 
 namespace oomguard::plot {
 
-// `text` with &, <, > and " escaped for XML.
+// `text` with &, <, > and " escaped for XML, control characters (invalid in XML 1.0) as
+// spaces.
 std::string escape(const std::string& text);
+// The opening of a picture: the <svg> element of `width` x `height`, its title, a white
+// background, and the title and subtitle written at x = `left`.
+std::string svg_header(
+    int width, int height, double left, const std::string& title, const std::string& subtitle);
 // A coordinate with one decimal.
 std::string num(double v);
 // A tick step of 1, 2 or 5 times a power of ten of B, KiB, MiB or GiB giving at most 8 ticks
