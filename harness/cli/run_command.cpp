@@ -22,6 +22,7 @@
 #include "harness/memory/alloc_conf.h"
 #include "harness/memory/cards.h"
 #include "harness/memory/cuda_meter.h"
+#include "harness/memory/live_by_tag.h"
 #include "harness/memory/sizes.h"
 #include "harness/memory/modelled_meter.h"
 #include "harness/memory/trace_recorder.h"
@@ -351,6 +352,12 @@ int run_command(const RunArgs& args) {
     recorder = std::make_unique<memory::TraceRecorder>(trace_path);
     tracker.add_observer(recorder.get());
   }
+  // What is live at each phase's peak, by tag: the CPU meter's allocations only.
+  std::unique_ptr<memory::LiveByTag> live;
+  if (resolved.device == "cpu") {
+    live = std::make_unique<memory::LiveByTag>();
+    tracker.add_observer(live.get());
+  }
   std::unique_ptr<memory::ModelledMeter> modelled;
   if (resolved.model_settings) {
     modelled = std::make_unique<memory::ModelledMeter>(
@@ -405,7 +412,7 @@ int run_command(const RunArgs& args) {
   const int64_t capacity = resolved.capacity_bytes > 0
                                ? resolved.capacity_bytes
                                : (cuda ? cuda->device_total_bytes() : int64_t{0});
-  options.on_phase = [capacity](const run::PhaseReport& p) {
+  options.on_phase = [capacity, &live](const run::PhaseReport& p) {
     char pct[32];
     std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
     std::string line = "[mem] phase=" + p.memory.name +
@@ -418,6 +425,10 @@ int run_command(const RunArgs& args) {
         line += " card_margin=" + memory::format_size(capacity - p.memory.peak_reserved_bytes);
     }
     log::info(line + " status=" + p.status);
+    if (live && p.status != "pass")
+      log::info(
+          "[mem] live at the " + p.memory.name + " peak: " +
+          memory::describe_live(live->live_at_peak(p.memory.name, p.memory.peak_allocated_bytes)));
     if (p.memory.num_alloc_retries > 0)
       log::warn(
           "near-OOM in phase " + p.memory.name + ": the allocator freed its cache and retried " +
@@ -425,9 +436,21 @@ int run_command(const RunArgs& args) {
           " time(s) to serve a request; --fail-on-retry makes this a failure");
   };
   install_interrupt_handlers();
-  const run::RunReport report = run::smoke_run(config, *meter, options);
+  run::RunReport report = run::smoke_run(config, *meter, options);
   if (recorder)
     tracker.remove_observer(recorder.get());
+  if (live)
+    tracker.remove_observer(live.get());
+  for (auto& p : report.phases) {
+    nlohmann::json tags = nullptr;  // null on CUDA: the CPU meter does not see the GPU
+    if (live) {
+      tags = nlohmann::json::array();
+      for (const auto& [tag, bytes] :
+           live->live_at_peak(p.memory.name, p.memory.peak_allocated_bytes))
+        tags.push_back({{"tag", tag}, {"bytes", bytes}});
+    }
+    p.results["live_at_peak"] = tags;
+  }
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }

@@ -41,6 +41,8 @@ checks = {
         sum(t["bytes"] for t in p["live_at_peak"]) == p["peak_requested_bytes"]
         and any(t["tag"].startswith("block") for t in p["live_at_peak"])
         for p in replay["phases"] if p["name"] == "train"),
+    "the run's live at peak (online) == the replay's (from the trace)": all(
+        p["live_at_peak"] == predicted[p["name"]]["live_at_peak"] for p in run["phases"]),
     "online model reserved == replay reserved": all(
         p["peak_reserved_bytes"] == predicted[p["name"]]["peak_reserved_bytes"]
         for p in model["phases"]),

@@ -1,0 +1,83 @@
+#include "harness/memory/live_by_tag.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "harness/memory/alloc_site.h"
+#include "harness/memory/sizes.h"
+
+namespace oomguard::memory {
+namespace {
+
+constexpr size_t kTopTags = 5;
+
+}  // namespace
+
+void LiveByTag::on_alloc(int64_t id, int64_t bytes) {
+  const AllocSite site = alloc_site();
+  if (site.phase != phase_ || peak_by_tag_.empty()) {
+    // A new phase: its peak starts from what is live now.
+    phase_ = site.phase;
+    peak_ = total_;
+    peak_by_tag_[phase_ == nullptr ? "" : phase_] = by_tag_;
+  }
+  const auto [it, added] = index_.emplace(site.tag, names_.size());
+  if (added) {
+    names_.emplace_back(site.tag == nullptr ? "" : site.tag);
+    by_tag_.push_back(0);
+  }
+  by_tag_[it->second] += bytes;
+  live_[id] = {it->second, bytes};
+  total_ += bytes;
+  if (total_ > peak_) {
+    peak_ = total_;
+    peak_by_tag_[phase_ == nullptr ? "" : phase_] = by_tag_;
+  }
+}
+
+void LiveByTag::on_free(int64_t id) {
+  const auto it = live_.find(id);
+  if (it == live_.end())
+    return;
+  by_tag_[it->second.first] -= it->second.second;
+  total_ -= it->second.second;
+  live_.erase(it);
+}
+
+std::vector<std::pair<std::string, int64_t>> LiveByTag::live_at_peak(
+    const std::string& phase, int64_t meter_peak_bytes) const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  const auto found = peak_by_tag_.find(phase);
+  if (found == peak_by_tag_.end())
+    return out;
+  const std::vector<int64_t>& bytes = found->second;
+  std::vector<size_t> order;
+  for (size_t t = 0; t < bytes.size(); ++t)
+    if (bytes[t] > 0)
+      order.push_back(t);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return bytes[a] != bytes[b] ? bytes[a] > bytes[b] : a < b;
+  });
+  int64_t rest = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k < kTopTags)
+      out.emplace_back(names_[order[k]].empty() ? "(untagged)" : names_[order[k]], bytes[order[k]]);
+    else
+      rest += bytes[order[k]];
+  }
+  if (rest > 0)
+    out.emplace_back("(rest)", rest);
+  const int64_t seen = std::accumulate(bytes.begin(), bytes.end(), int64_t{0});
+  if (meter_peak_bytes > seen)
+    out.emplace_back("(unattributed)", meter_peak_bytes - seen);
+  return out;
+}
+
+std::string describe_live(const std::vector<std::pair<std::string, int64_t>>& live) {
+  std::string text;
+  for (const auto& [tag, bytes] : live)
+    text += (text.empty() ? "" : ", ") + tag + " " + format_size(bytes);
+  return text;
+}
+
+}  // namespace oomguard::memory
