@@ -1,55 +1,17 @@
 #include "harness/sim/pickle.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
+
+#include "harness/sim/pickle_opcodes.h"
 
 namespace oomguard::sim {
 namespace {
 
+using namespace pickle_op;
 using Kind = PickleValue::Kind;
-
-// Opcodes of protocols 2 to 5 that plain data uses (pickletools names them).
-enum Op : uint8_t {
-  kMark = '(',
-  kStop = '.',
-  kPop = '0',
-  kPopMark = '1',
-  kBinInt = 'J',
-  kBinInt1 = 'K',
-  kBinInt2 = 'M',
-  kNone = 'N',
-  kReduce = 'R',
-  kBinUnicode = 'X',
-  kAppend = 'a',
-  kGlobal = 'c',
-  kDict = 'd',
-  kEmptyDict = '}',
-  kAppends = 'e',
-  kBinGet = 'h',
-  kLongBinGet = 'j',
-  kList = 'l',
-  kEmptyList = ']',
-  kBinPut = 'q',
-  kLongBinPut = 'r',
-  kSetItem = 's',
-  kTuple = 't',
-  kEmptyTuple = ')',
-  kSetItems = 'u',
-  kBinFloat = 'G',
-  kProto = 0x80,
-  kTuple1 = 0x85,
-  kTuple2 = 0x86,
-  kTuple3 = 0x87,
-  kNewTrue = 0x88,
-  kNewFalse = 0x89,
-  kLong1 = 0x8a,
-  kLong4 = 0x8b,
-  kShortBinUnicode = 0x8c,
-  kBinUnicode8 = 0x8d,
-  kMemoize = 0x94,
-  kFrame = 0x95,
-};
 
 // Opcodes that build objects or call code: refused by name.
 const char* code_opcode_name(uint8_t op) {
@@ -478,92 +440,6 @@ nlohmann::json Pickle::to_json(const PickleValue& value, int64_t max_values) con
     return nullptr;
   };
   return convert(convert, value, 0);
-}
-
-namespace {
-
-void put_le(std::string& out, uint64_t v, int n) {
-  for (int k = 0; k < n; ++k)
-    out.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
-}
-
-void pickle_into(std::string& out, const nlohmann::json& v) {
-  constexpr size_t kBatch = 1000;  // items per APPENDS / SETITEMS, as Python batches them
-  switch (v.type()) {
-    case nlohmann::json::value_t::null:
-      out.push_back(static_cast<char>(kNone));
-      break;
-    case nlohmann::json::value_t::boolean:
-      out.push_back(static_cast<char>(v.get<bool>() ? kNewTrue : kNewFalse));
-      break;
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: {
-      const auto i = v.get<int64_t>();
-      if (i >= INT32_MIN && i <= INT32_MAX) {
-        out.push_back(static_cast<char>(kBinInt));
-        put_le(out, static_cast<uint32_t>(static_cast<int32_t>(i)), 4);
-      } else {
-        out.push_back(static_cast<char>(kLong1));
-        out.push_back(8);
-        put_le(out, static_cast<uint64_t>(i), 8);
-      }
-      break;
-    }
-    case nlohmann::json::value_t::number_float: {
-      const double d = v.get<double>();
-      uint64_t bits;
-      std::memcpy(&bits, &d, sizeof(bits));
-      out.push_back(static_cast<char>(kBinFloat));
-      for (int k = 7; k >= 0; --k)
-        out.push_back(static_cast<char>((bits >> (8 * k)) & 0xff));  // big-endian
-      break;
-    }
-    case nlohmann::json::value_t::string: {
-      const auto& s = v.get_ref<const std::string&>();
-      out.push_back(static_cast<char>(kBinUnicode));
-      put_le(out, s.size(), 4);
-      out += s;
-      break;
-    }
-    case nlohmann::json::value_t::array: {
-      out.push_back(static_cast<char>(kEmptyList));
-      for (size_t from = 0; from < v.size(); from += kBatch) {
-        out.push_back(static_cast<char>(kMark));
-        for (size_t k = from; k < std::min(v.size(), from + kBatch); ++k)
-          pickle_into(out, v[k]);
-        out.push_back(static_cast<char>(kAppends));
-      }
-      break;
-    }
-    case nlohmann::json::value_t::object: {
-      out.push_back(static_cast<char>(kEmptyDict));
-      size_t in_batch = 0;
-      for (const auto& [key, value] : v.items()) {
-        if (in_batch == 0)
-          out.push_back(static_cast<char>(kMark));
-        pickle_into(out, key);
-        pickle_into(out, value);
-        if (++in_batch == kBatch) {
-          out.push_back(static_cast<char>(kSetItems));
-          in_batch = 0;
-        }
-      }
-      if (in_batch > 0)
-        out.push_back(static_cast<char>(kSetItems));
-      break;
-    }
-    default:
-      throw std::invalid_argument("write_pickle: binary values are not plain data");
-  }
-}
-
-}  // namespace
-
-std::string write_pickle(const nlohmann::json& value) {
-  std::string out = {static_cast<char>(kProto), 2};
-  pickle_into(out, value);
-  out.push_back(static_cast<char>(kStop));
-  return out;
 }
 
 bool looks_like_pickle(std::string_view bytes) {

@@ -88,6 +88,22 @@ TEST(PickleTest, LooksUpDictKeysAndTurnsIntegerKeysIntoText) {
   EXPECT_EQ(ints.to_json(ints.root()), nlohmann::json::parse(R"({"7": "a"})"));
 }
 
+TEST(PickleTest, ReadsBackWhatItWrites) {
+  // Past the 1000 items a batch of APPENDS / SETITEMS holds, and every kind of value.
+  nlohmann::json doc = {
+      {"ints", {0, -1, 2147483647, -2147483648LL, 1LL << 40, INT64_MIN}},
+      {"real", 0.1},
+      {"flags", {true, false, nullptr}},
+      {"text", "é\u00e9 \"quoted\""}};
+  for (int i = 0; i < 2500; ++i) {
+    doc["list"].push_back(i);
+    doc["dict"]["k" + std::to_string(i)] = i;
+  }
+  const std::string bytes = write_pickle(doc);
+  const Pickle p(bytes);
+  EXPECT_EQ(p.to_json(p.root()), doc);
+}
+
 TEST(PickleTest, ACycleIsAnErrorWhenExpanded) {
   const Pickle p(bytes(kCycle));  // reading it is fine: one list that holds itself
   EXPECT_THROW(p.to_json(p.root()), PickleError);
