@@ -109,8 +109,9 @@ void add_plot_options(CLI::App& app, PlotArgs& args) {
          "input",
          args.input,
          "a trace (oomguard run --trace) or a PyTorch memory snapshot, replayed through the "
-         "caching-allocator model for the reserved line; or a repeat summary (repeat --report): "
-         "each seed's peak per phase against its budget")
+         "caching-allocator model for the reserved line; a replay report (its trace, card and "
+         "settings); or a repeat summary (repeat --report): each seed's peak per phase against "
+         "its budget")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("-o,--output", args.output, "the picture: FILE.svg, or FILE.html (the same SVG)")
@@ -174,11 +175,23 @@ int plot_command(const PlotArgs& args) {
         " is a run report: plot the run's trace and give the report for its "
         "budgets, oomguard plot TRACE --run-report " +
         args.input);
-  if (schema == "oomguard.replay/1")
-    throw run::ConfigError(
-        args.input +
-        " is a replay report, which holds no timeline: plot the trace it replayed "
-        "(its \"trace\")");
+  if (schema == "oomguard.replay/1") {
+    // A replay report holds no timeline: its trace is drawn again with its card and settings.
+    PlotArgs again = args;
+    again.input = doc.value("trace", "");
+    if (!std::ifstream(again.input))
+      throw run::ConfigError(
+          args.input + ": the trace it replayed, " + again.input + ", cannot be opened");
+    if (args.card.empty() && args.capacity.empty()) {
+      if (doc.contains("card") && doc["card"].is_string())
+        again.card = doc["card"].get<std::string>();
+      else if (doc.contains("capacity_bytes") && doc["capacity_bytes"].is_number_integer())
+        again.capacity = std::to_string(doc["capacity_bytes"].get<int64_t>());
+    }
+    if (args.alloc_conf.empty() && doc.contains("alloc_conf") && doc["alloc_conf"].is_string())
+      again.alloc_conf = doc["alloc_conf"].get<std::string>();
+    return plot_command(again);
+  }
   const Input input = read_input(args.input);
   const std::string conf = !args.alloc_conf.empty() ? args.alloc_conf
                            : input.snapshot         ? input.snapshot->alloc_conf

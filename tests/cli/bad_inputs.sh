@@ -15,6 +15,7 @@ printf 'a line too short for a 32-byte prompt\nshort\n' > "$dir/few_prompts.txt"
 printf '{"op":"alloc","id":1,"bytes":512}\n{"op":"free","id":2}\n' > "$dir/bad_free.jsonl"
 printf '{"op":"alloc","id":1,"bytes":512}\n' > "$dir/trace.jsonl"
 printf '{"schema": "oomguard.report/1", "phases": []}\n' > "$dir/report.json"
+printf '{"schema": "oomguard.replay/1", "trace": "%s/no/such/trace.jsonl"}\n' "$dir" > "$dir/replay_report.json"
 
 # expected stderr part | arguments
 cases=(
@@ -60,6 +61,7 @@ cases=(
   "same file|repeat -n 2 --snapshot $dir/s.pickle"
   "name an .svg or an .html|plot $dir/trace.jsonl -o $dir/picture.png"
   "is a run report|plot $dir/report.json -o $dir/picture.svg"
+  "no/such/trace.jsonl, cannot be opened|plot $dir/replay_report.json -o $dir/picture.svg"
   "--run-report $dir/trace.jsonl: not a run report|plot $dir/trace.jsonl --run-report $dir/trace.jsonl -o $dir/p.svg"
   "whose pages are not segments|run --device cpu --snapshot $dir/s.pickle --set memory.alloc_conf=expandable_segments:True"
   "--export-snapshot|replay $dir/trace.jsonl --card t4 --alloc-conf expandable_segments:True --export-snapshot $dir/e.pickle"

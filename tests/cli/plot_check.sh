@@ -21,6 +21,11 @@ trap 'rm -rf "$dir"' EXIT
   > /dev/null || exit 1
 rsvg-convert "$dir/run.svg" -o "$dir/run.png" || { echo "FAIL: rsvg-convert refused the SVG"; exit 1; }
 rsvg-convert "$dir/frag.svg" -o "$dir/frag.png" || exit 1
+"$cli" replay "$here/../sim/traces/fragmentation.jsonl" --capacity 120MiB \
+  --report "$dir/frag_replay.json" > /dev/null 2>&1
+"$cli" plot "$dir/frag_replay.json" -o "$dir/frag_again.svg" > /dev/null || exit 1
+cmp -s "$dir/frag.svg" "$dir/frag_again.svg" ||
+  { echo "FAIL: a replay report draws otherwise than its trace, card and settings"; exit 1; }
 "$cli" repeat -n 3 --set train.steps=1 --set evaluate.batches=1 --set generate.max_new_tokens=4 \
   --report "$dir/repeat.json" > /dev/null 2>&1 || { echo "FAIL: repeat"; exit 1; }
 "$cli" plot "$dir/repeat.json" -o "$dir/repeat.svg" > /dev/null || exit 1
