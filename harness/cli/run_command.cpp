@@ -19,7 +19,7 @@
 #include "harness/cli/exit_codes.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
-#include "harness/memory/alloc_conf.h"
+#include "harness/sim/alloc_conf.h"
 #include "harness/memory/cards.h"
 #include "harness/memory/cuda_meter.h"
 #include "harness/memory/live_by_tag.h"
@@ -107,9 +107,9 @@ constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 // when LibTorch loads. So memory.alloc_conf goes into the environment and the process starts
 // again with it (execv does not return); a value already there is respected.
 void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::DeviceReport& d) {
-  const memory::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
   // The variable this LibTorch reads first, then the older one it still reads (2.9+).
-  const char* variable = memory::alloc_conf_variable(torch);
+  const char* variable = sim::alloc_conf_variable(torch);
   const char* env = std::getenv(variable);
   if (env == nullptr) {
     variable = "PYTORCH_CUDA_ALLOC_CONF";
@@ -120,7 +120,7 @@ void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::De
     d.alloc_conf = env;
     d.alloc_conf_source = ours != nullptr && d.alloc_conf == ours ? "config" : "environment";
     try {
-      memory::validate_alloc_conf(d.alloc_conf, torch);
+      sim::validate_alloc_conf(d.alloc_conf, torch);
     } catch (const std::invalid_argument& e) {
       throw run::ConfigError(std::string(variable) + ": " + e.what());
     }
@@ -137,10 +137,10 @@ void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::De
   }
   if (args.argv == nullptr)
     throw std::logic_error("memory.alloc_conf needs the process's arguments to start again");
-  ::setenv(memory::alloc_conf_variable(torch), config.alloc_conf.c_str(), 1);
+  ::setenv(sim::alloc_conf_variable(torch), config.alloc_conf.c_str(), 1);
   ::setenv(kAllocConfFromConfig, config.alloc_conf.c_str(), 1);
   log::info(
-      std::string("memory.alloc_conf: starting again with ") + memory::alloc_conf_variable(torch) +
+      std::string("memory.alloc_conf: starting again with ") + sim::alloc_conf_variable(torch) +
       "=" + config.alloc_conf);
   std::fflush(nullptr);
   ::execv("/proc/self/exe", args.argv);

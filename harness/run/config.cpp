@@ -2,7 +2,7 @@
 
 #include <torch/version.h>
 
-#include "harness/memory/alloc_conf.h"
+#include "harness/sim/alloc_conf.h"
 #include "harness/memory/sizes.h"
 
 namespace oomguard::run {
@@ -227,7 +227,7 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.threads = r.integer("run", "threads", 0, 1024);
   c.alloc_conf = r.at("memory", "alloc_conf").get<std::string>();
   try {
-    memory::validate_alloc_conf(c.alloc_conf, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+    sim::validate_alloc_conf(c.alloc_conf, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
   } catch (const std::invalid_argument& e) {
     throw ConfigError(std::string("config key ") + e.what());
   }

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "harness/memory/alloc_conf.h"
+#include "harness/sim/alloc_conf.h"
 
 namespace oomguard::sim {
 namespace {
@@ -63,10 +63,10 @@ AllocatorSettings AllocatorSettings::parse(std::string_view conf, int torch_vers
     throw std::invalid_argument(
         "LibTorch " + std::to_string(torch_version / 100) + "." +
         std::to_string(torch_version % 100) + ": the allocator model covers 1.13 and later");
-  memory::validate_alloc_conf(conf, {torch_version / 100, torch_version % 100});
+  validate_alloc_conf(conf, {torch_version / 100, torch_version % 100});
   AllocatorSettings s;
   s.torch_version = std::min(torch_version, kLatestModelled);
-  for (const auto& [key, value] : memory::split_alloc_conf(conf)) {
+  for (const auto& [key, value] : split_alloc_conf(conf)) {
     if (key == "max_split_size_mb")
       s.max_split_size = to_int(value) * kMiB;
     else if (key == "max_non_split_rounding_mb")

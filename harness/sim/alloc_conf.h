@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace oomguard::memory {
+namespace oomguard::sim {
 
 struct TorchVersion {
   int major = 0, minor = 0;
@@ -27,4 +27,4 @@ void validate_alloc_conf(std::string_view conf, TorchVersion torch);
 // The environment variable the allocator of that LibTorch reads first.
 const char* alloc_conf_variable(TorchVersion torch);
 
-}  // namespace oomguard::memory
+}  // namespace oomguard::sim

@@ -1,12 +1,12 @@
-// harness/memory/alloc_conf: the allocator's settings, checked per LibTorch version.
+// harness/sim/alloc_conf: the allocator's settings, checked per LibTorch version.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 
-#include "harness/memory/alloc_conf.h"
+#include "harness/sim/alloc_conf.h"
 
-namespace oomguard::memory {
+namespace oomguard::sim {
 namespace {
 
 constexpr TorchVersion kTorch215{2, 15}, kTorch113{1, 13}, kTorch26{2, 6};
@@ -66,4 +66,4 @@ TEST(AllocConf, NamesTheVariableEachVersionReadsFirst) {
 }
 
 }  // namespace
-}  // namespace oomguard::memory
+}  // namespace oomguard::sim

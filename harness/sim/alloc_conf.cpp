@@ -1,9 +1,9 @@
-#include "harness/memory/alloc_conf.h"
+#include "harness/sim/alloc_conf.h"
 
 #include <stdexcept>
 #include <vector>
 
-namespace oomguard::memory {
+namespace oomguard::sim {
 namespace {
 
 struct OptionRule {
@@ -144,4 +144,4 @@ const char* alloc_conf_variable(TorchVersion torch) {
   return torch.number() >= 209 ? "PYTORCH_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
 }
 
-}  // namespace oomguard::memory
+}  // namespace oomguard::sim
