@@ -1,18 +1,11 @@
 #include "harness/memory/live_by_tag.h"
 
-#include <algorithm>
 #include <numeric>
 
 #include "harness/memory/alloc_site.h"
 #include "harness/memory/sizes.h"
 
 namespace oomguard::memory {
-namespace {
-
-constexpr size_t kTopTags = 5;
-
-}  // namespace
-
 void LiveByTag::on_alloc(int64_t id, int64_t bytes) {
   const AllocSite site = alloc_site();
   if (site.phase != phase_ || peak_by_tag_.empty()) {
@@ -44,36 +37,19 @@ void LiveByTag::on_free(int64_t id) {
   live_.erase(it);
 }
 
-std::vector<std::pair<std::string, int64_t>> LiveByTag::live_at_peak(
+std::vector<sim::TagBytes> LiveByTag::live_at_peak(
     const std::string& phase, int64_t meter_peak_bytes) const {
-  std::vector<std::pair<std::string, int64_t>> out;
   const auto found = peak_by_tag_.find(phase);
   if (found == peak_by_tag_.end())
-    return out;
-  const std::vector<int64_t>& bytes = found->second;
-  std::vector<size_t> order;
-  for (size_t t = 0; t < bytes.size(); ++t)
-    if (bytes[t] > 0)
-      order.push_back(t);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return bytes[a] != bytes[b] ? bytes[a] > bytes[b] : a < b;
-  });
-  int64_t rest = 0;
-  for (size_t k = 0; k < order.size(); ++k) {
-    if (k < kTopTags)
-      out.emplace_back(names_[order[k]].empty() ? "(untagged)" : names_[order[k]], bytes[order[k]]);
-    else
-      rest += bytes[order[k]];
-  }
-  if (rest > 0)
-    out.emplace_back("(rest)", rest);
-  const int64_t seen = std::accumulate(bytes.begin(), bytes.end(), int64_t{0});
+    return {};
+  std::vector<sim::TagBytes> out = sim::top_tags(found->second, names_);
+  const int64_t seen = std::accumulate(found->second.begin(), found->second.end(), int64_t{0});
   if (meter_peak_bytes > seen)
-    out.emplace_back("(unattributed)", meter_peak_bytes - seen);
+    out.push_back({"(unattributed)", meter_peak_bytes - seen});
   return out;
 }
 
-std::string describe_live(const std::vector<std::pair<std::string, int64_t>>& live) {
+std::string describe_live(const std::vector<sim::TagBytes>& live) {
   std::string text;
   for (const auto& [tag, bytes] : live)
     text += (text.empty() ? "" : ", ") + tag + " " + format_size(bytes);

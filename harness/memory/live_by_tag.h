@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/memory/tracking_allocator.h"
+#include "harness/sim/replay.h"
 
 namespace oomguard::memory {
 
@@ -22,8 +23,7 @@ class LiveByTag final : public AllocationObserver {
   // What was live at `phase`'s peak: the five largest tags, then "(rest)", and
   // "(unattributed)" for what the meter counted at its peak (`meter_peak_bytes`) but this
   // observer did not see (allocations from before it was added). Empty for an unseen phase.
-  std::vector<std::pair<std::string, int64_t>> live_at_peak(
-      const std::string& phase, int64_t meter_peak_bytes) const;
+  std::vector<sim::TagBytes> live_at_peak(const std::string& phase, int64_t meter_peak_bytes) const;
 
  private:
   std::vector<std::string> names_;                 // tag index -> name ("" for none)
@@ -36,6 +36,6 @@ class LiveByTag final : public AllocationObserver {
 };
 
 // "optimizer 7.3MiB, backward 5.65MiB, ..." for a log line.
-std::string describe_live(const std::vector<std::pair<std::string, int64_t>>& live);
+std::string describe_live(const std::vector<sim::TagBytes>& live);
 
 }  // namespace oomguard::memory

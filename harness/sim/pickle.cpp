@@ -351,9 +351,7 @@ class Reader {
         "torch.jit._pickle.restore_type_tag"};
     for (const char* allowed : kIdentity) {
       if (name == allowed) {
-        const uint32_t g = make(Kind::kGlobal);
-        values_[g].text = in_.substr(op_at_ + 1, name.size());  // for the error below only
-        push(g);
+        push(make(Kind::kGlobal));
         return;
       }
     }
@@ -420,7 +418,7 @@ nlohmann::json Pickle::to_json(const PickleValue& value, int64_t max_values) con
       case Kind::kString:
         return std::string(v.text);
       case Kind::kGlobal:
-        return "<global " + std::string(v.text) + ">";
+        return "<global>";  // a TorchScript identity function left without its REDUCE
       case Kind::kList: {
         nlohmann::json a = nlohmann::json::array();
         for (uint32_t c : v.children)

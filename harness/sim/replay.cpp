@@ -41,31 +41,34 @@ void fill_live_at_peak(
       by_tag[static_cast<size_t>(slot_tag[slot])] -= slot_bytes[slot];
       slot_bytes[slot] = 0;
     }
-    for (; next < phases.size() && peak_index[next] == index; ++next) {
-      std::vector<size_t> order;
-      for (size_t t = 0; t < by_tag.size(); ++t)
-        if (by_tag[t] > 0)
-          order.push_back(t);
-      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return by_tag[a] != by_tag[b] ? by_tag[a] > by_tag[b] : a < b;
-      });
-      auto& live = phases[next].live_at_peak;
-      int64_t rest = 0;
-      for (size_t k = 0; k < order.size(); ++k) {
-        if (k < kTopTags)
-          live.push_back(
-              {trace.tags[order[k]].empty() ? "(untagged)" : trace.tags[order[k]],
-               by_tag[order[k]]});
-        else
-          rest += by_tag[order[k]];
-      }
-      if (rest > 0)
-        live.push_back({"(rest)", rest});
-    }
+    for (; next < phases.size() && peak_index[next] == index; ++next)
+      phases[next].live_at_peak = top_tags(by_tag, trace.tags);
   }
 }
 
 }  // namespace
+
+std::vector<TagBytes> top_tags(
+    const std::vector<int64_t>& bytes, const std::vector<std::string>& names) {
+  std::vector<size_t> order;
+  for (size_t t = 0; t < bytes.size(); ++t)
+    if (bytes[t] > 0)
+      order.push_back(t);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return bytes[a] != bytes[b] ? bytes[a] > bytes[b] : a < b;
+  });
+  std::vector<TagBytes> top;
+  int64_t rest = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k < kTopTags)
+      top.push_back({names[order[k]].empty() ? "(untagged)" : names[order[k]], bytes[order[k]]});
+    else
+      rest += bytes[order[k]];
+  }
+  if (rest > 0)
+    top.push_back({"(rest)", rest});
+  return top;
+}
 
 ReplayResult replay(
     const Trace& trace,
@@ -96,12 +99,16 @@ ReplayResult replay(
       for (size_t i = 0; i < s.live.size(); ++i)
         slot_bytes[static_cast<size_t>(s.slots[i])] = s.live[i].requested;
   }
-  // The segments the last call took or gave back, then `action` itself.
-  const auto record = [&](size_t index, Action action, int64_t address, int64_t size) {
+  // The segments the last call took or gave back, as entries of event `index`.
+  const auto record_segments = [&](size_t index) {
     for (const SegmentEvent& s : segment_events)
       device_trace->entries.push_back(
           {s.alloc ? Action::kSegmentAlloc : Action::kSegmentFree, s.address, s.size, index});
     segment_events.clear();
+  };
+  // Those, then `action` itself.
+  const auto record = [&](size_t index, Action action, int64_t address, int64_t size) {
+    record_segments(index);
     device_trace->entries.push_back({action, address, size, index});
   };
   std::vector<size_t> peak_index;  // per phase: the event after which requested bytes peaked
@@ -138,11 +145,8 @@ ReplayResult replay(
     }
     if (e.op == TraceEvent::Op::kEmptyCache) {
       allocator.empty_cache();
-      if (device_trace != nullptr) {
-        for (const SegmentEvent& s : segment_events)
-          device_trace->entries.push_back({Action::kSegmentFree, s.address, s.size, index});
-        segment_events.clear();
-      }
+      if (device_trace != nullptr)
+        record_segments(index);
       continue;
     }
     const CachingAllocator::Handle h = allocator.malloc(e.bytes);

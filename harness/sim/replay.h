@@ -16,6 +16,12 @@ struct TagBytes {
   int64_t bytes = 0;
 };
 
+// `bytes[t]` of the tags `names[t]` as live_at_peak lists them: the five largest (largest
+// first, ties by index; an empty name as "(untagged)"), then the others summed as "(rest)";
+// tags of 0 bytes are left out. `names` may be longer than `bytes`.
+std::vector<TagBytes> top_tags(
+    const std::vector<int64_t>& bytes, const std::vector<std::string>& names);
+
 struct PhasePrediction {
   std::string name;
   int64_t peak_requested_bytes = 0;  // what the run asked for: its own meter's peak
