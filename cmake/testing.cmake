@@ -3,7 +3,7 @@
 # only: gtest_discover_tests of CMake 3.25 writes property values unquoted, so a list would
 # spill into the property names.
 # Each test keeps a seed counter in seed-counters/, so a repeated test takes a new seed
-# (tests/support/fixtures.h, next_seed).
+# (<oomguard/gtest.h>, seed_test).
 include(GoogleTest)
 set(OOMGUARD_SEED_COUNTER_DIR ${CMAKE_BINARY_DIR}/seed-counters)
 file(MAKE_DIRECTORY ${OOMGUARD_SEED_COUNTER_DIR})
@@ -41,8 +41,10 @@ endif()
 #   other (plain `ctest -j2` took 254 s instead of 111 s on two cores). The thread count is
 #   the tests' own (the fixtures and the CLI pin it);
 # - OOMGUARD_SEED_COUNTER_DIR: the per-test seed counters;
-# - OOMGUARD_TOOLS_BIN: the checkers, empty where there are none.
-set(OOMGUARD_TEST_ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE"
+# - OOMGUARD_TOOLS_BIN: the checkers, empty where there are none;
+# - OOMGUARD_DEVICE=cpu: the GoogleTest layer's meter is the CPU tracker even on a GPU
+#   machine, as the CPU tests expect (the *Cuda tests build their CUDA meter themselves).
+set(OOMGUARD_TEST_ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" "OOMGUARD_DEVICE=cpu"
   "OOMGUARD_SEED_COUNTER_DIR=${OOMGUARD_SEED_COUNTER_DIR}" "OOMGUARD_TOOLS_BIN=${OOMGUARD_TOOLS_BIN}")
 
 # Call once, after the directory's last test: sets OOMGUARD_TEST_ENVIRONMENT on its add_test

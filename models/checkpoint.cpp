@@ -1,4 +1,4 @@
-#include "models/checkpoint.h"
+#include <oomguard/models/checkpoint.h>
 
 #include <mutex>
 

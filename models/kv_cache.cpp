@@ -1,4 +1,4 @@
-#include "models/kv_cache.h"
+#include <oomguard/models/kv_cache.h>
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>

@@ -12,8 +12,8 @@
 #include <c10/util/Exception.h>
 #include <torch/nn/init.h>
 
-#include "harness/memory/alloc_site.h"
-#include "models/checkpoint.h"
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/models/checkpoint.h>
 
 namespace oomguard::models {
 

@@ -12,13 +12,13 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
-#include "models/kv_cache.h"
+#include <oomguard/models/kv_cache.h>
 
 namespace oomguard::models {
 
 struct TinyGPTConfig {
   int64_t vocab_size = 258;
-  int64_t max_seq_len = 512;  // position-embedding rows: the longest context the model takes
+  int64_t max_seq_len = 1024;  // position-embedding rows: the longest context the model takes
   int64_t d_model = 128;
   int64_t layers = 4;
   int64_t heads = 4;
@@ -29,7 +29,7 @@ struct TinyGPTConfig {
   // backward and makes the forward about 2.8x slower.
   double attention_dropout = 0.0;
   // Gradient checkpointing: in training with grad mode on, each block keeps only its input
-  // and recomputes its activations during backward (models/checkpoint.h).
+  // and recomputes its activations during backward (<oomguard/models/checkpoint.h>).
   bool checkpoint_blocks = false;
 };
 

@@ -11,11 +11,11 @@
 #include "harness/atomic_file.h"
 #include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
-#include "harness/memory/cards.h"
+#include <oomguard/memory/cards.h>
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/repeat_plot.h"
 #include "harness/run/config.h"
-#include "harness/sim/replay.h"
+#include <oomguard/sim/replay.h>
 
 namespace oomguard::cli {
 namespace {

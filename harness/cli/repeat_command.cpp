@@ -21,7 +21,7 @@
 #include "harness/atomic_file.h"
 #include "harness/cli/run_command.h"
 #include "harness/interrupt.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
 #include "harness/repeat/flake_stats.h"
 #include "harness/repeat/summary.h"
 

@@ -14,13 +14,13 @@
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/run_command.h"
-#include "harness/memory/cards.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/cards.h>
+#include <oomguard/memory/sizes.h>
 #include "harness/run/config.h"
 #include "harness/sim/pickle.h"
-#include "harness/sim/replay.h"
-#include "harness/sim/snapshot.h"
-#include "harness/sim/snapshot_export.h"
+#include <oomguard/sim/replay.h>
+#include <oomguard/sim/snapshot.h>
+#include <oomguard/sim/snapshot_export.h>
 
 namespace oomguard::cli {
 namespace {

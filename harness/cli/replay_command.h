@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/sim/snapshot.h"
-#include "harness/sim/trace.h"
+#include <oomguard/sim/snapshot.h>
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::cli {
 

@@ -19,18 +19,14 @@
 #include "harness/cli/exit_codes.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
-#include "harness/sim/alloc_conf.h"
-#include "harness/memory/cards.h"
-#include "harness/memory/cuda_meter.h"
-#include "harness/memory/live_by_tag.h"
-#include "harness/memory/sizes.h"
-#include "harness/memory/modelled_meter.h"
-#include "harness/memory/trace_recorder.h"
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/sim/alloc_conf.h>
+#include <oomguard/memory/cards.h>
+#include <oomguard/memory/meter_stack.h>
+#include <oomguard/memory/sizes.h>
 #include "harness/run/smoke_run.h"
-#include "harness/sim/replay.h"
-#include "harness/sim/snapshot_export.h"
-#include "harness/sim/trace.h"
+#include <oomguard/sim/replay.h>
+#include <oomguard/sim/snapshot_export.h>
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::cli {
 namespace {
@@ -87,18 +83,11 @@ std::string disabled_guards(const run::Guards& guards) {
 
 // auto takes CUDA when this build has the CUDA meter and a device is visible.
 std::string resolve_device(const std::string& asked) {
-  if (asked == "cpu")
-    return "cpu";
-  const bool usable = memory::cuda_meter_built() && memory::cuda_device_count() > 0;
-  if (asked == "cuda" && !memory::cuda_meter_built())
-    throw run::ConfigError(
-        "--device cuda: this oomguard was built against a CPU-only LibTorch; rebuild against "
-        "a LibTorch with CUDA, or use --device cpu");
-  if (asked == "cuda" && !usable)
-    throw run::ConfigError(
-        "--device cuda: no CUDA device is visible (driver, CUDA_VISIBLE_DEVICES); use --device "
-        "cpu or auto");
-  return usable ? "cuda" : "cpu";
+  try {
+    return memory::resolve_device(asked);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(std::string("--") + e.what());
+  }
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
@@ -342,40 +331,28 @@ int run_command(const RunArgs& args) {
   const int threads = config.threads > 0 ? static_cast<int>(config.threads)
                                          : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(threads, 1));
-  std::unique_ptr<memory::CudaMeter> cuda;
-  memory::TrackingAllocator& tracker = memory::TrackingAllocator::instance();
-  memory::Meter* meter = &tracker;
-  // The recorder comes first: an allocation the model refuses is in the trace (with a free),
-  // so a replay of it fails there too.
-  std::unique_ptr<memory::TraceRecorder> recorder;
-  if (!trace_path.empty()) {
-    recorder = std::make_unique<memory::TraceRecorder>(trace_path);
-    tracker.add_observer(recorder.get());
-  }
-  // What is live at each phase's peak, by tag: the CPU meter's allocations only.
-  std::unique_ptr<memory::LiveByTag> live;
-  if (resolved.device == "cpu") {
-    live = std::make_unique<memory::LiveByTag>();
-    tracker.add_observer(live.get());
-  }
-  std::unique_ptr<memory::ModelledMeter> modelled;
-  if (resolved.model_settings) {
-    modelled = std::make_unique<memory::ModelledMeter>(
-        tracker, *resolved.model_settings, resolved.model_device);
-    meter = modelled.get();
-  }
-  if (resolved.device == "cuda") {
-    cuda = std::make_unique<memory::CudaMeter>(0);
-    meter = cuda.get();
-    options.device.name = cuda->device_name();
-    options.device.total_bytes = cuda->device_total_bytes();
-  }
+  memory::MeterOptions meter_options;
+  meter_options.device = resolved.device;
+  meter_options.capacity_bytes = resolved.capacity_bytes;
+  meter_options.card = args.card;
+  meter_options.trace_path = trace_path;
+  meter_options.model_settings = resolved.model_settings;
+  meter_options.model_device = resolved.model_device;
+  std::unique_ptr<memory::MeterStack> stack;
   try {
-    meter->set_capacity(resolved.capacity_bytes);
+    stack = std::make_unique<memory::MeterStack>(meter_options);
   } catch (const std::invalid_argument& e) {
     throw run::ConfigError(
         (args.card.empty() ? "--capacity: " : "--card " + args.card + ": ") +
         std::string(e.what()));
+  }
+  memory::Meter* meter = &stack->meter();
+  memory::CudaMeter* cuda = stack->cuda();
+  memory::LiveByTag* live = stack->live();
+  memory::TraceRecorder* recorder = stack->recorder();
+  if (cuda != nullptr) {
+    options.device.name = cuda->device_name();
+    options.device.total_bytes = cuda->device_total_bytes();
   }
   if (!args.card.empty()) {
     const auto& card = memory::find_card(args.card);
@@ -412,7 +389,7 @@ int run_command(const RunArgs& args) {
   const int64_t capacity = resolved.capacity_bytes > 0
                                ? resolved.capacity_bytes
                                : (cuda ? cuda->device_total_bytes() : int64_t{0});
-  options.on_phase = [capacity, &live](const run::PhaseReport& p) {
+  options.on_phase = [capacity, live](const run::PhaseReport& p) {
     char pct[32];
     std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
     std::string line = "[mem] phase=" + p.memory.name +
@@ -438,9 +415,9 @@ int run_command(const RunArgs& args) {
   install_interrupt_handlers();
   run::RunReport report = run::smoke_run(config, *meter, options);
   if (recorder)
-    tracker.remove_observer(recorder.get());
+    stack->tracker().remove_observer(recorder);
   if (live)
-    tracker.remove_observer(live.get());
+    stack->tracker().remove_observer(live);
   for (auto& p : report.phases) {
     nlohmann::json tags = nullptr;  // null on CUDA: the CPU meter does not see the GPU
     if (live) {

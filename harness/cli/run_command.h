@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/run/config.h"
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/sim/caching_allocator.h>
 
 namespace oomguard::cli {
 

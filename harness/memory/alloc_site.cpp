@@ -1,4 +1,4 @@
-#include "harness/memory/alloc_site.h"
+#include <oomguard/memory/alloc_site.h>
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "harness/memory/cards.h"
+#include <oomguard/memory/cards.h>
 
 #include <stdexcept>
 

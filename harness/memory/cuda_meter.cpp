@@ -1,4 +1,4 @@
-#include "harness/memory/cuda_meter.h"
+#include <oomguard/memory/cuda_meter.h>
 
 #include <stdexcept>
 
@@ -8,7 +8,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
 
 namespace oomguard::memory {
 namespace {

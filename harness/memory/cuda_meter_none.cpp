@@ -1,7 +1,7 @@
 // The CUDA meter of a build against a CPU-only LibTorch: there is none, and it says so.
 #include <stdexcept>
 
-#include "harness/memory/cuda_meter.h"
+#include <oomguard/memory/cuda_meter.h>
 
 namespace oomguard::memory {
 

@@ -1,9 +1,9 @@
-#include "harness/memory/live_by_tag.h"
+#include <oomguard/memory/live_by_tag.h>
 
 #include <numeric>
 
-#include "harness/memory/alloc_site.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/sizes.h>
 
 namespace oomguard::memory {
 void LiveByTag::on_alloc(int64_t id, int64_t bytes) {

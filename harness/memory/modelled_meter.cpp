@@ -1,4 +1,4 @@
-#include "harness/memory/modelled_meter.h"
+#include <oomguard/memory/modelled_meter.h>
 
 #include <c10/util/Exception.h>
 

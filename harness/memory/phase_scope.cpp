@@ -1,4 +1,4 @@
-#include "harness/memory/phase_scope.h"
+#include <oomguard/memory/phase_scope.h>
 
 namespace oomguard::memory {
 

@@ -1,4 +1,4 @@
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
 
 #include <array>
 #include <cmath>

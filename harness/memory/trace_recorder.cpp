@@ -1,11 +1,11 @@
-#include "harness/memory/trace_recorder.h"
+#include <oomguard/memory/trace_recorder.h>
 
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
-#include "harness/memory/alloc_site.h"
-#include "harness/sim/trace.h"
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::memory {
 

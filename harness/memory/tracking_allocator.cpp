@@ -1,4 +1,4 @@
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
 
 namespace oomguard::memory {
 namespace {
@@ -42,6 +42,17 @@ TrackingAllocator& TrackingAllocator::instance() {
   }();
   return *tracker;
 }
+
+namespace {
+// Installs the tracker while the program starts, before the static initializers of its own
+// files (priority 101 runs before every default-priority one of the same binary), so that
+// nothing the program allocates escapes the meter: a model built in a static, a test
+// fixture, a test suite's SetUp. LibTorch's own libraries have started by then.
+struct InstallAtStartup {
+  InstallAtStartup() { TrackingAllocator::instance(); }
+};
+__attribute__((init_priority(101))) const InstallAtStartup g_install_at_startup;
+}  // namespace
 
 c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   if (nbytes > kLargestRequest) {

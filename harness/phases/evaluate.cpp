@@ -4,7 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include "harness/interrupt.h"
-#include "harness/memory/alloc_site.h"
+#include <oomguard/memory/alloc_site.h>
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {

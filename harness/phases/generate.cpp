@@ -12,7 +12,7 @@
 
 #include "data/tokenizer.h"
 #include "harness/interrupt.h"
-#include "harness/memory/alloc_site.h"
+#include <oomguard/memory/alloc_site.h>
 #include "harness/phases/phases.h"
 
 namespace oomguard::phases {

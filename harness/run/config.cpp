@@ -2,8 +2,8 @@
 
 #include <torch/version.h>
 
-#include "harness/sim/alloc_conf.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/sim/alloc_conf.h>
+#include <oomguard/memory/sizes.h>
 
 namespace oomguard::run {
 namespace {

@@ -5,12 +5,12 @@
 namespace oomguard::run {
 
 struct Guards {
-  bool no_grad_eval = true;      // evaluate under NoGradGuard + eval(), nothing kept
-  bool truncate = true;          // the collator cuts to data.max_length: one shape
-  bool max_new_tokens = true;    // generation stops after generate.max_new_tokens
-  bool kv_cap = true;            // static KV cache, allocated once, never grown by cat
-  bool grad_checkpoint = false;  // recompute block activations in backward (not built yet)
-  bool empty_cache = true;       // release cached blocks after generation (CUDA only)
+  bool no_grad_eval = true;     // evaluate under NoGradGuard + eval(), nothing kept
+  bool truncate = true;         // the collator cuts to data.max_length: one shape
+  bool max_new_tokens = true;   // generation stops after generate.max_new_tokens
+  bool kv_cap = true;           // static KV cache, allocated once, never grown by cat
+  bool grad_checkpoint = true;  // recompute block activations in backward (checkpoint.h)
+  bool empty_cache = true;      // release cached blocks after generation (CUDA only)
 };
 
 struct GuardInfo {

@@ -1,7 +1,5 @@
 #include "harness/run/smoke_run.h"
 
-#include <regex>
-
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -11,30 +9,17 @@
 #include "data/tokenizer.h"
 #include "harness/atomic_file.h"
 #include "harness/interrupt.h"
-#include "harness/memory/alloc_site.h"
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/budgets.h>
 #include "harness/phases/fused_adamw.h"
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
 
 namespace oomguard::run {
 namespace {
 
-int64_t requested_from_message(const std::string& message) {
-  static const std::regex kTried(R"(Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB))");
-  std::smatch m;
-  if (!std::regex_search(message, m, kTried))
-    return -1;
-  double scale = 1.0;
-  for (const char* unit : {"KiB", "MiB", "GiB"}) {
-    scale *= 1024.0;
-    if (m[2] == unit)
-      return static_cast<int64_t>(std::stod(m[1]) * scale);
-  }
-  return static_cast<int64_t>(std::stod(m[1]));
-}
-
 OomReport make_oom_report(const std::string& phase, const c10::OutOfMemoryError& e) {
   std::string message = e.what_without_backtrace();
-  const int64_t requested = requested_from_message(message);
+  const int64_t requested = memory::requested_bytes_from_oom_message(message);
   return {phase, requested, std::move(message)};
 }
 
@@ -67,15 +52,16 @@ bool run_phase(
   if (!ended.empty()) {
     phase.status = ended;
     report.outcome = ended;
-  } else if (phase.memory.peak_allocated_bytes > budget) {
-    phase.status = "budget_exceeded";
-    report.outcome = "budget_exceeded";
-  } else if (phase.memory.num_alloc_retries > 0 && options.fail_on_retry) {
-    phase.status = "near_oom";
-    if (report.outcome == "pass")
-      report.outcome = "near_oom";
   } else {
-    phase.status = "pass";
+    const memory::PhaseStatus verdict = memory::phase_verdict(
+        phase.memory.peak_allocated_bytes,
+        budget,
+        phase.memory.num_alloc_retries,
+        options.fail_on_retry);
+    phase.status = memory::to_string(verdict);
+    if (verdict == memory::PhaseStatus::kBudgetExceeded ||
+        (verdict == memory::PhaseStatus::kNearOom && report.outcome == "pass"))
+      report.outcome = phase.status;
   }
   if (options.on_phase)
     options.on_phase(phase);

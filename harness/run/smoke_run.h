@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/memory/meter.h"
-#include "harness/memory/phase_scope.h"
+#include <oomguard/memory/meter.h>
+#include <oomguard/memory/phase_scope.h>
 #include "harness/run/config.h"
 
 namespace oomguard::run {

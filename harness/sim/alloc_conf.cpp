@@ -1,4 +1,4 @@
-#include "harness/sim/alloc_conf.h"
+#include <oomguard/sim/alloc_conf.h>
 
 #include <stdexcept>
 #include <vector>

@@ -1,10 +1,10 @@
-#include "harness/sim/allocator_settings.h"
+#include <oomguard/sim/allocator_settings.h>
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "harness/sim/alloc_conf.h"
+#include <oomguard/sim/alloc_conf.h>
 
 namespace oomguard::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/sim/caching_allocator.h>
 
 #include <algorithm>
 #include <iterator>

@@ -3,7 +3,7 @@
 // page when the cache is released.
 #include <algorithm>
 
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/sim/caching_allocator.h>
 #include "harness/sim/rounding.h"
 
 namespace oomguard::sim {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/sim/caching_allocator.h>
 
 namespace oomguard::sim {
 

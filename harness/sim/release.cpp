@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/sim/caching_allocator.h>
 
 namespace oomguard::sim {
 

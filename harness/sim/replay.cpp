@@ -1,4 +1,4 @@
-#include "harness/sim/replay.h"
+#include <oomguard/sim/replay.h>
 
 #include <algorithm>
 

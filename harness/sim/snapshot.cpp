@@ -1,4 +1,4 @@
-#include "harness/sim/snapshot.h"
+#include <oomguard/sim/snapshot.h>
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "harness/sim/snapshot_export.h"
+#include <oomguard/sim/snapshot_export.h>
 
 #include <stdexcept>
 

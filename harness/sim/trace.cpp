@@ -1,4 +1,4 @@
-#include "harness/sim/trace.h"
+#include <oomguard/sim/trace.h>
 
 #include <cstdint>
 #include <unordered_map>

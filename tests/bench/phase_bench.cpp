@@ -13,7 +13,7 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
 #include "harness/phases/fused_adamw.h"
 #include "harness/phases/phases.h"
 

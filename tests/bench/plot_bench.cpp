@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "harness/plot/memory_plot.h"
-#include "harness/sim/replay.h"
+#include <oomguard/sim/replay.h>
 
 namespace oomguard::bench {
 namespace {

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <string>
 
-#include "harness/memory/cards.h"
-#include "harness/memory/trace_recorder.h"
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/cards.h>
+#include <oomguard/memory/trace_recorder.h>
+#include <oomguard/memory/tracking_allocator.h>
 #include "harness/run/smoke_run.h"
-#include "harness/sim/replay.h"
+#include <oomguard/sim/replay.h>
 
 namespace oomguard::bench {
 namespace {

@@ -3,7 +3,7 @@
 // allocated bytes above what was allocated when the measured run started.
 #include <benchmark/benchmark.h>
 
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
 
 namespace oomguard::bench {
 

@@ -14,7 +14,7 @@ import sys
 
 SCHEMAS = pathlib.Path(__file__).resolve().parents[2] / "harness" / "schemas"
 KNOWN = {"oomguard.report/1": "report", "oomguard.repeat/1": "repeat",
-         "oomguard.replay/1": "replay"}
+         "oomguard.replay/1": "replay", "oomguard.budgets/1": "budgets"}
 
 
 def check_json(paths):

@@ -13,9 +13,9 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
-#include "harness/memory/cuda_meter.h"
+#include <oomguard/memory/cuda_meter.h>
 #include "harness/run/smoke_run.h"
-#include "models/checkpoint.h"
+#include <oomguard/models/checkpoint.h>
 #include "tests/support/fixtures.h"
 
 namespace oomguard {

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "harness/sim/replay.h"
-#include "harness/sim/snapshot.h"
+#include <oomguard/sim/replay.h>
+#include <oomguard/sim/snapshot.h>
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

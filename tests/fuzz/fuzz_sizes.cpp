@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

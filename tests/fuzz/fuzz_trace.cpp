@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "harness/sim/replay.h"
+#include <oomguard/sim/replay.h>
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

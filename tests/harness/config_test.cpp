@@ -23,6 +23,43 @@ TEST(Config, DefaultLoadsAndSetsOverride) {
   EXPECT_EQ(d.budgets.train, 1ll << 30);
 }
 
+// The embedded document is the one place defaults live: every struct that a config builds
+// defaults to what the document says, so code that builds one by hand gets the same run.
+TEST(Config, StructDefaultsAreTheDocumentsDefaults) {
+  const RunConfig doc = load_config(nlohmann::json::object());
+  const models::TinyGPTConfig model;
+  EXPECT_EQ(model.max_seq_len, doc.model.max_seq_len);
+  EXPECT_EQ(model.d_model, doc.model.d_model);
+  EXPECT_EQ(model.layers, doc.model.layers);
+  EXPECT_EQ(model.heads, doc.model.heads);
+  EXPECT_EQ(model.mlp_ratio, doc.model.mlp_ratio);
+  EXPECT_EQ(model.dropout, doc.model.dropout);
+  EXPECT_EQ(model.attention_dropout, doc.model.attention_dropout);
+  const Guards guards;
+  for (const auto& g : guard_table())
+    EXPECT_EQ(guards.*g.flag, doc.guards.*g.flag) << "guards." << g.name;
+  const RunConfig plain;
+  EXPECT_EQ(plain.batch_size, doc.batch_size);
+  EXPECT_EQ(plain.max_length, doc.max_length);
+  const data::CorpusConfig corpus;
+  EXPECT_EQ(corpus.num_samples, doc.corpus.num_samples);
+  EXPECT_EQ(corpus.max_length, doc.corpus.max_length);
+  EXPECT_EQ(corpus.long_tail_fraction, doc.corpus.long_tail_fraction);
+  EXPECT_EQ(corpus.long_tail_factor, doc.corpus.long_tail_factor);
+  const phases::TrainConfig train;
+  EXPECT_EQ(train.steps, doc.train.steps);
+  EXPECT_EQ(train.lr, doc.train.lr);
+  EXPECT_EQ(train.weight_decay, doc.train.weight_decay);
+  EXPECT_EQ(train.grad_clip, doc.train.grad_clip);
+  EXPECT_EQ(phases::EvaluateConfig{}.batches, doc.evaluate.batches);
+  const phases::GenerateConfig generate;
+  EXPECT_EQ(generate.prompts, doc.generate.prompts);
+  EXPECT_EQ(generate.prompt_length, doc.generate.prompt_length);
+  EXPECT_EQ(generate.max_new_tokens, doc.generate.max_new_tokens);
+  EXPECT_EQ(generate.greedy, doc.generate.greedy);
+  EXPECT_EQ(generate.temperature, doc.generate.temperature);
+}
+
 TEST(Config, RejectsBadInputNamingTheKey) {
   const BadCase cases[] = {
       {"unknown key", R"({"model": {"width": 3}})", "model.width"},

@@ -10,7 +10,7 @@
 
 #include "data/corpus.h"
 #include "data/tokenizer.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
 #include "tests/support/fixtures.h"
 
 namespace oomguard::run {

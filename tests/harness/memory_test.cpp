@@ -11,9 +11,9 @@
 
 #include <ATen/ops/empty.h>
 
-#include "harness/memory/cards.h"
-#include "harness/memory/phase_scope.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/cards.h>
+#include <oomguard/memory/phase_scope.h>
+#include <oomguard/memory/sizes.h>
 #include "tests/support/fixtures.h"
 
 namespace oomguard::memory {

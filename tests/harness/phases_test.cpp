@@ -5,7 +5,8 @@
 
 #include "data/tokenizer.h"
 #include "harness/interrupt.h"
-#include "harness/memory/sizes.h"
+#include <oomguard/memory/sizes.h>
+#include <oomguard/gtest.h>
 #include "tests/support/fixtures.h"
 
 namespace oomguard::run {
@@ -17,22 +18,24 @@ class PhaseBudgetTest : public testing::TrackedFixture {
   RunReport run_checked(const RunConfig& config, uint64_t seed) {
     RunOptions options;
     options.seed = seed;
+    // Each phase through oomguard's GoogleTest layer, as a user's test would assert it.
     options.on_phase = [](const PhaseReport& p) {
+      const testing::PhaseResult phase = testing::phase_result(p.memory);
       std::printf(
           "[mem] phase=%s peak=%s budget=%s\n",
-          p.memory.name.c_str(),
-          memory::format_size(p.memory.peak_allocated_bytes).c_str(),
+          phase.name.c_str(),
+          memory::format_size(phase.peak_allocated_bytes).c_str(),
           memory::format_size(p.budget_bytes).c_str());
-      EXPECT_LE(p.memory.peak_allocated_bytes, p.budget_bytes) << "phase " << p.memory.name;
-      EXPECT_GT(p.memory.peak_allocated_bytes, p.memory.start_allocated_bytes);
+      EXPECT_PHASE_PEAK_BELOW(phase, memory::format_size(p.budget_bytes));
+      EXPECT_GT(phase.growth_bytes(), 0);
     };
-    return smoke_run(config, meter(), options);
+    return smoke_run(config, testing::meters().meter(), options);
   }
 };
 
 // The memory fixture: under `ctest --repeat until-fail:N` each repeat takes the next seed.
 TEST_F(PhaseBudgetTest, DefaultConfigStaysWithinEveryBudget) {
-  const uint64_t seed = testing::next_seed();
+  const uint64_t seed = testing::seed_test();
   nlohmann::json doc = nlohmann::json::object();
   testing::disable_guards_from_env(doc);
   std::printf(

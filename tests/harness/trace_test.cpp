@@ -8,10 +8,10 @@
 
 #include <ATen/ops/empty.h>
 
-#include "harness/memory/alloc_site.h"
-#include "harness/memory/modelled_meter.h"
-#include "harness/memory/trace_recorder.h"
-#include "harness/sim/trace.h"
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/modelled_meter.h>
+#include <oomguard/memory/trace_recorder.h>
+#include <oomguard/sim/trace.h>
 #include "tests/support/fixtures.h"
 
 namespace oomguard::memory {

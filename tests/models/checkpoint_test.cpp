@@ -9,7 +9,7 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
-#include "models/checkpoint.h"
+#include <oomguard/models/checkpoint.h>
 #include "models/tiny_gpt.h"
 #include "tests/support/fixtures.h"
 

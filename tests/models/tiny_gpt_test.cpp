@@ -7,7 +7,7 @@
 #include <ATen/ops/randn.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
 #include "models/tiny_gpt.h"
 #include "tests/support/fixtures.h"
 

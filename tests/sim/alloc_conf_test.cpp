@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "harness/sim/alloc_conf.h"
+#include <oomguard/sim/alloc_conf.h>
 
 namespace oomguard::sim {
 namespace {

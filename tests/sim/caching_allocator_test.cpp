@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/sim/caching_allocator.h"
-#include "harness/sim/replay.h"
-#include "harness/sim/trace.h"
+#include <oomguard/sim/caching_allocator.h>
+#include <oomguard/sim/replay.h>
+#include <oomguard/sim/trace.h>
 #include "tests/sim/trace_builder.h"
 
 namespace oomguard::sim {

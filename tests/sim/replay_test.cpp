@@ -1,7 +1,7 @@
 // replay's account of what is live at each phase's peak, on traces whose answer is known.
 #include <gtest/gtest.h>
 
-#include "harness/sim/replay.h"
+#include <oomguard/sim/replay.h>
 #include "tests/sim/trace_builder.h"
 
 namespace oomguard::sim {

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-#include "harness/sim/trace.h"
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::sim {
 

@@ -45,22 +45,6 @@ run::RunConfig small_config(const nlohmann::json& extra) {
   return run::load_config(doc);
 }
 
-uint64_t next_seed() {
-  if (const char* seed = std::getenv("OOMGUARD_SEED")) {
-    return std::stoull(seed);
-  }
-  const char* dir = std::getenv("OOMGUARD_SEED_COUNTER_DIR");
-  if (dir == nullptr) {
-    return 0;
-  }
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string path = std::string(dir) + "/" + info->test_suite_name() + "." + info->name();
-  uint64_t seed = 0;
-  std::ifstream(path) >> seed;
-  std::ofstream(path, std::ios::trunc) << seed + 1 << "\n";
-  return seed;
-}
-
 void disable_guards_from_env(nlohmann::json& doc) {
   const char* names = std::getenv("OOMGUARD_DISABLE_GUARD");
   if (names == nullptr) {

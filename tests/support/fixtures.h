@@ -2,7 +2,8 @@
 // Shared fixtures: seeding, and the phase-by-phase budget run.
 #include <gtest/gtest.h>
 
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/gtest.h>
+#include <oomguard/memory/tracking_allocator.h>
 #include "harness/run/smoke_run.h"
 
 namespace oomguard::testing {
@@ -18,7 +19,8 @@ class TrackedFixture : public SeedingFixture {
  protected:
   void SetUp() override;
   void TearDown() override;
-  memory::TrackingAllocator& meter() { return memory::TrackingAllocator::instance(); }
+  // The CPU tracker of the GoogleTest layer's meter stack (<oomguard/gtest.h>).
+  memory::TrackingAllocator& meter() { return meters().tracker(); }
 };
 
 // A TinyGPT small enough for unit tests: d_model 32, 2 layers, 4 heads, 64 positions,
@@ -27,11 +29,6 @@ models::TinyGPTConfig small_model_config();
 
 // A config small enough for unit tests, built from the default with overrides.
 run::RunConfig small_config(const nlohmann::json& extra = nlohmann::json::object());
-
-// The seed a memory test runs on, so that `ctest --repeat until-fail:N` tries a new seed each
-// time: $OOMGUARD_SEED when set; else a counter kept per test in $OOMGUARD_SEED_COUNTER_DIR
-// (0, 1, 2, ... across runs of the same build tree); else 0.
-uint64_t next_seed();
 
 // The guards named in $OOMGUARD_DISABLE_GUARD (comma-separated, or "all") switched off in
 // `doc`, so the fixture can be repeated with a bug put back in.

@@ -7,7 +7,7 @@
 
 #include <c10/core/Allocator.h>
 
-#include "harness/memory/meter.h"
+#include <oomguard/memory/meter.h>
 
 namespace oomguard::memory {
 

@@ -1,11 +1,11 @@
 #pragma once
 // TraceRecorder: writes each allocation and free the CPU meter sees to a JSON Lines trace
-// (harness/sim/trace.h), with the phase, step and tag of its site (alloc_site.h).
+// (<oomguard/sim/trace.h>), with the phase, step and tag of its site (alloc_site.h).
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
-#include "harness/memory/tracking_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
 
 namespace oomguard::memory {
 

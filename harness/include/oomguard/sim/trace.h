@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/sim/caching_allocator.h>
 
 namespace oomguard::sim {
 

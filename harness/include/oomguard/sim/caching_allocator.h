@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/sim/allocator_settings.h"
+#include <oomguard/sim/allocator_settings.h>
 
 namespace oomguard::sim {
 

@@ -7,8 +7,8 @@
 // (function). Addresses are the model's own.
 #include <string>
 
-#include "harness/sim/replay.h"
-#include "harness/sim/trace.h"
+#include <oomguard/sim/replay.h>
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::sim {
 

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "harness/memory/tracking_allocator.h"
-#include "harness/sim/caching_allocator.h"
+#include <oomguard/memory/tracking_allocator.h>
+#include <oomguard/sim/caching_allocator.h>
 
 namespace oomguard::memory {
 

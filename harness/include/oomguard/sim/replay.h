@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/sim/caching_allocator.h"
-#include "harness/sim/trace.h"
+#include <oomguard/sim/caching_allocator.h>
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::sim {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "harness/memory/meter.h"
+#include <oomguard/memory/meter.h>
 
 namespace oomguard::memory {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "harness/sim/trace.h"
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::sim {
 

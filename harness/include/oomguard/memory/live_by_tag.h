@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "harness/memory/tracking_allocator.h"
-#include "harness/sim/replay.h"
+#include <oomguard/memory/tracking_allocator.h>
+#include <oomguard/sim/replay.h>
 
 namespace oomguard::memory {
 

@@ -1,0 +1,32 @@
+# `cmake --install <build> --prefix P`: the public headers, the libraries, the CMake package
+# (oomguardConfig.cmake, its version file, the targets) and, where built, the oomguard CLI.
+# A project then uses find_package(oomguard) and links oomguard::memory, oomguard::sim,
+# oomguard::gtest or oomguard::gtest_main.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+set(OOMGUARD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/oomguard)
+
+set(_oomguard_installed oomguard_sim oomguard_memory)
+if(OOMGUARD_BUILD_GTEST)
+  list(APPEND _oomguard_installed oomguard_gtest oomguard_gtest_main)
+endif()
+install(TARGETS ${_oomguard_installed} EXPORT oomguardTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY ${OOMGUARD_PUBLIC_INCLUDE}/oomguard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(OOMGUARD_BUILD_CLI)
+  install(TARGETS oomguard RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+install(EXPORT oomguardTargets NAMESPACE oomguard:: DESTINATION ${OOMGUARD_INSTALL_CMAKEDIR})
+
+# The LibTorch oomguard was built against: the package looks there first and refuses another
+# version (a different LibTorch is a different C++ ABI).
+set(OOMGUARD_TORCH_VERSION ${Torch_VERSION})
+set(OOMGUARD_TORCH_HINT ${Torch_DIR})
+set(OOMGUARD_HAS_GTEST ${OOMGUARD_BUILD_GTEST})
+configure_package_config_file(cmake/oomguardConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/oomguardConfig.cmake INSTALL_DESTINATION ${OOMGUARD_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/oomguardConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/oomguardConfig.cmake
+  ${PROJECT_BINARY_DIR}/oomguardConfigVersion.cmake cmake/oomguardTorch.cmake
+  DESTINATION ${OOMGUARD_INSTALL_CMAKEDIR})

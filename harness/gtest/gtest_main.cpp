@@ -1,0 +1,60 @@
+// main of oomguard::gtest_main. The CPU tracking allocator is installed before this binary's
+// own static initializers run (harness/memory/tracking_allocator.cpp), so a model built in a
+// static or a test suite's SetUp is counted. Here, before any test: the CUDA caching
+// allocator's settings (OOMGUARD_ALLOC_CONF) go into LibTorch's variable, starting the
+// process again when they were not there yet, and the meter stack is built from the
+// environment, so a bad OOMGUARD_* variable stops the binary with exit code 2 and a message.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/version.h>
+
+#include <oomguard/memory/meter_stack.h>
+#include <oomguard/sim/alloc_conf.h>
+
+namespace {
+
+// The caching allocator reads its settings from the environment once, possibly when LibTorch
+// loads: a binary asked for other settings starts again with them (execv does not return).
+void apply_alloc_conf(char** argv) {
+  const char* wanted = std::getenv("OOMGUARD_ALLOC_CONF");
+  if (wanted == nullptr || *wanted == '\0')
+    return;
+  const oomguard::sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  try {
+    oomguard::sim::validate_alloc_conf(wanted, torch);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("OOMGUARD_ALLOC_CONF: ") + e.what());
+  }
+  const char* variable = oomguard::sim::alloc_conf_variable(torch);
+  const char* current = std::getenv(variable);
+  if (current != nullptr && std::string(current) == wanted)
+    return;
+  ::setenv(variable, wanted, 1);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv);
+  throw std::runtime_error(
+      std::string("cannot start again with ") + variable + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    apply_alloc_conf(argv);
+    oomguard::memory::install_meter(oomguard::memory::meter_options_from_env());
+  } catch (const std::exception& e) {
+    std::cerr << "oomguard: " << e.what() << "\n";
+    return 2;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,154 @@
+#include <oomguard/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/phase_scope.h>
+#include "harness/gtest/registry.h"
+
+namespace oomguard::testing {
+namespace {
+
+// The site's phase name must outlive every allocation tagged with it: measure() names each
+// phase "<test>/<phase>" once and keeps the string for the life of the process.
+const char* interned_site_phase(const std::string& label) {
+  static std::mutex mutex;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.insert(label).first->c_str();
+}
+
+void record_properties(const PhaseResult& r) {
+  const std::string prefix = "oomguard." + r.name + ".";
+  ::testing::Test::RecordProperty(
+      prefix + "start_allocated_bytes", std::to_string(r.start_allocated_bytes));
+  ::testing::Test::RecordProperty(
+      prefix + "peak_allocated_bytes", std::to_string(r.peak_allocated_bytes));
+  ::testing::Test::RecordProperty(
+      prefix + "end_allocated_bytes", std::to_string(r.end_allocated_bytes));
+  if (r.peak_reserved_bytes >= 0)
+    ::testing::Test::RecordProperty(
+        prefix + "peak_reserved_bytes", std::to_string(r.peak_reserved_bytes));
+  ::testing::Test::RecordProperty(
+      prefix + "num_alloc_retries", std::to_string(r.num_alloc_retries));
+  ::testing::Test::RecordProperty(prefix + "meter", r.meter);
+}
+
+}  // namespace
+
+memory::MeterStack& meters() {
+  if (memory::MeterStack* installed = memory::installed_meter())
+    return *installed;
+  return memory::install_meter(memory::meter_options_from_env());
+}
+
+c10::Device device() {
+  return meters().device() == "cuda" ? c10::Device(c10::DeviceType::CUDA, 0)
+                                     : c10::Device(c10::DeviceType::CPU);
+}
+
+uint64_t seed_test() {
+  uint64_t seed = 0;
+  if (const char* fixed = std::getenv("OOMGUARD_SEED"); fixed != nullptr && *fixed != '\0') {
+    try {
+      seed = std::stoull(fixed);
+    } catch (const std::exception&) {
+      throw std::invalid_argument(std::string("OOMGUARD_SEED=") + fixed + ": expected a number");
+    }
+  } else {
+    const char* dir = std::getenv("OOMGUARD_SEED_COUNTER_DIR");
+    const std::string counters = dir != nullptr && *dir != '\0' ? dir : "oomguard-seeds";
+    std::error_code ignored;
+    std::filesystem::create_directories(counters, ignored);
+    const std::string path = counters + "/" + detail::current_test_name();
+    std::ifstream(path) >> seed;
+    std::ofstream(path, std::ios::trunc) << seed + 1 << "\n";
+  }
+  at::manual_seed(seed);
+  detail::record_seed(seed);
+  ::testing::Test::RecordProperty("oomguard.seed", std::to_string(seed));
+  return seed;
+}
+
+void MemoryTest::SetUp() {
+  const char* threads = std::getenv("OOMGUARD_THREADS");
+  at::set_num_threads(threads != nullptr && *threads != '\0' ? std::atoi(threads) : 2);
+  seed_test();
+}
+
+namespace {
+
+PhaseResult result_of(const memory::PhaseMemory& figures, const char* site_phase) {
+  memory::MeterStack& stack = meters();
+  PhaseResult result;
+  result.name = figures.name;
+  result.test = detail::current_test_name();
+  result.meter = stack.device();
+  result.card = stack.options().card;
+  result.capacity_bytes = stack.options().capacity_bytes;
+  result.start_allocated_bytes = figures.start_allocated_bytes;
+  result.peak_allocated_bytes = figures.peak_allocated_bytes;
+  result.end_allocated_bytes = figures.end_allocated_bytes;
+  result.peak_reserved_bytes = figures.peak_reserved_bytes;
+  result.num_alloc_retries = figures.num_alloc_retries;
+  result.wall_seconds = figures.wall_seconds;
+  result.untracked = stack.coverage_gap();
+  if (stack.live() != nullptr)
+    result.live_at_peak = stack.live()->live_at_peak(site_phase, result.peak_allocated_bytes);
+  return result;
+}
+
+void finish(const PhaseResult& result) {
+  record_properties(result);
+  detail::record_phase(result);
+  if (!result.oom.empty())
+    ADD_FAILURE() << "phase " << result.name << " of " << result.test
+                  << " ran out of memory: " << result.oom;
+  if (!result.untracked.empty())
+    ADD_FAILURE() << "phase " << result.name << " of " << result.test
+                  << ": its figures may be low: " << result.untracked;
+}
+
+}  // namespace
+
+PhaseResult phase_result(const memory::PhaseMemory& figures) {
+  PhaseResult result = result_of(figures, figures.name.c_str());
+  finish(result);
+  return result;
+}
+
+PhaseResult measure(const std::string& name, const std::function<void()>& body) {
+  memory::MeterStack& stack = meters();
+  // The site's phase is unique to this test and phase, so the tags at its peak are its own.
+  const char* site_phase = interned_site_phase(detail::current_test_name() + "/" + name);
+  memory::PhaseMemory figures;
+  figures.name = name;
+  std::string oom;
+  const char* outer_phase = memory::alloc_site().phase;
+  {
+    memory::set_alloc_phase(site_phase);
+    memory::PhaseScope scope(stack.meter(), figures);
+    try {
+      body();
+    } catch (const c10::OutOfMemoryError& e) {
+      oom = e.what_without_backtrace();
+    }
+  }
+  memory::set_alloc_phase(outer_phase);
+  PhaseResult result = result_of(figures, site_phase);
+  result.oom = oom;
+  finish(result);
+  return result;
+}
+
+}  // namespace oomguard::testing

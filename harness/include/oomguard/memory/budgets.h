@@ -1,0 +1,75 @@
+#pragma once
+// Budgets as data: the peak allocated bytes each phase of each test may reach, kept in a JSON
+// file beside the tests and changed by a reviewed diff, as snapshot tests are:
+//
+//   {"schema": "oomguard.budgets/1", "headroom": 0.1,
+//    "budgets": {"CharLM.Memory": {"evaluate": {"cpu": "38MiB", "cuda": "40MiB",
+//                                               "cuda:T4": "41MiB"}}}}
+//
+// A budget is looked up for the device and emulated card ("cuda:T4"), then the device
+// ("cuda"). Accepting (OOMGUARD_ACCEPT=1 in the GoogleTest layer) writes the measured peak
+// plus the headroom, under the card's key where the file has one, else the device's.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace oomguard::memory {
+
+// Where a measured phase ran: "cpu" or "cuda", and the emulated card ("" for none).
+struct BudgetKey {
+  std::string test;   // "Suite.Name"
+  std::string phase;  // "evaluate"
+  std::string device;
+  std::string card;
+};
+
+struct BudgetFile {
+  std::string path;
+  double headroom = 0.10;  // what accepting adds to a measured peak
+  // test -> phase -> device key ("cpu", "cuda", "cuda:T4") -> bytes
+  std::map<std::string, std::map<std::string, std::map<std::string, int64_t>>> budgets;
+
+  // The budget for `key`, if the file has one.
+  std::optional<int64_t> find(const BudgetKey& key) const;
+  // The device key ("cuda:T4" or "cuda") accepting writes `key` under.
+  std::string accept_key(const BudgetKey& key) const;
+};
+
+// Reads `path`; a missing file is an empty one with the default headroom. Throws
+// std::invalid_argument naming the file and the offending entry for anything malformed.
+BudgetFile load_budgets(const std::string& path);
+
+// What accepting `peak_bytes` writes: the peak plus the headroom, rounded up to what
+// format_size prints (so the file reads "41.2MiB" and means it).
+int64_t accepted_budget(int64_t peak_bytes, double headroom);
+
+// Records `peak_bytes` (plus headroom) for `key` in the file at `path`: read, changed and
+// written back under an exclusive lock, so tests running side by side (ctest -j) do not lose
+// each other's entries. Returns the budget written.
+int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t peak_bytes);
+
+// How a phase ended, as reports and JUnit files spell it (to_string).
+enum class PhaseStatus { kPass, kBudgetExceeded, kNearOom, kOom, kInterrupted, kNotRun };
+const char* to_string(PhaseStatus status);  // "pass", "budget_exceeded", "near_oom", ...
+
+// The verdict on a phase that ended by itself: over its budget, else near an OOM (the
+// allocator freed its cache and retried) when retries fail the phase, else pass. A budget of
+// 0 or less is none.
+PhaseStatus phase_verdict(
+    int64_t peak_bytes, int64_t budget_bytes, int64_t num_alloc_retries, bool fail_on_retry);
+
+// The size an out-of-memory message says was asked for ("Tried to allocate 20.00 MiB"), as
+// the CPU meter and the CUDA caching allocator word it; -1 when it does not say.
+int64_t requested_bytes_from_oom_message(const std::string& message);
+
+// Why `peak_bytes` is over `budget_bytes` in words, or "" when it is within:
+// "phase evaluate of CharLM.Memory peaked at 41.2MiB, over its budget 38MiB (started at 2MiB)".
+std::string over_budget_message(
+    const std::string& phase,
+    const std::string& test,
+    int64_t peak_bytes,
+    int64_t budget_bytes,
+    int64_t start_bytes);
+
+}  // namespace oomguard::memory

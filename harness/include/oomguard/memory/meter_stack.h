@@ -1,0 +1,84 @@
+#pragma once
+// MeterStack: the meters of one process composed in one place. The CPU tracking allocator
+// always counts; on top of it, optionally, a trace recorder, the live-bytes-by-tag observer
+// and the caching-allocator model; on CUDA the caching allocator's own statistics.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <oomguard/memory/cuda_meter.h>
+#include <oomguard/memory/live_by_tag.h>
+#include <oomguard/memory/meter.h>
+#include <oomguard/memory/modelled_meter.h>
+#include <oomguard/memory/trace_recorder.h>
+#include <oomguard/memory/tracking_allocator.h>
+
+namespace oomguard::memory {
+
+struct MeterOptions {
+  // auto: CUDA when this build has the CUDA meter and a device is visible, else CPU.
+  std::string device = "auto";
+  // The emulated card: the most the process may hold, 0 for no limit (Meter::set_capacity).
+  int64_t capacity_bytes = 0;
+  std::string card;  // the card profile the capacity came from, empty for none
+  // CPU only: a JSON Lines trace of every allocation (<oomguard/sim/trace.h>), empty for none.
+  std::string trace_path;
+  // CPU only: keep what is live by tag at each phase's peak (LiveByTag).
+  bool live_by_tag = true;
+  // CPU only: feed the caching-allocator model, so reserved memory and fragmentation are
+  // predicted and the emulated card fails as the CUDA allocator would.
+  std::optional<sim::AllocatorSettings> model_settings;
+  sim::DeviceLimits model_device;
+};
+
+// MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda), OOMGUARD_CARD (a card
+// profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a size such as "12GiB"). Throws
+// std::invalid_argument naming the variable and what it accepts.
+MeterOptions meter_options_from_env();
+
+// "cpu" or "cuda" for `asked` (auto, cpu, cuda); throws std::invalid_argument when CUDA is
+// asked for and this build or machine has none.
+std::string resolve_device(const std::string& asked);
+
+class MeterStack {
+ public:
+  // Builds the stack; throws std::invalid_argument for an option this machine cannot honour
+  // (CUDA without a device, a capacity above the device's memory).
+  explicit MeterStack(const MeterOptions& options);
+  ~MeterStack();  // observers removed, capacity lifted
+  MeterStack(const MeterStack&) = delete;
+  MeterStack& operator=(const MeterStack&) = delete;
+
+  // The meter phases are measured with: CUDA stats, the model, or the CPU tracker.
+  Meter& meter() { return *meter_; }
+  const std::string& device() const { return device_; }  // "cpu" or "cuda"
+  const MeterOptions& options() const { return options_; }
+  TrackingAllocator& tracker() { return tracker_; }
+  LiveByTag* live() { return live_.get(); }              // null on CUDA or when off
+  TraceRecorder* recorder() { return recorder_.get(); }  // null without a trace
+  CudaMeter* cuda() { return cuda_.get(); }              // null on CPU
+  ModelledMeter* modelled() { return modelled_.get(); }  // null without the model
+  // Why the figures may miss allocations, empty when the meter sees them all: on CPU, the
+  // tracking allocator is no longer LibTorch's CPU allocator (something replaced it).
+  std::string coverage_gap() const;
+
+ private:
+  MeterOptions options_;
+  std::string device_;
+  TrackingAllocator& tracker_;
+  std::unique_ptr<TraceRecorder> recorder_;
+  std::unique_ptr<LiveByTag> live_;
+  std::unique_ptr<ModelledMeter> modelled_;
+  std::unique_ptr<CudaMeter> cuda_;
+  Meter* meter_;
+};
+
+// The process's meter stack, built from `options` on the first call (later calls return it
+// and ignore their argument). The CPU tracking allocator itself is installed before the
+// program's own static initializers run, whenever this library is linked in.
+MeterStack& install_meter(const MeterOptions& options = meter_options_from_env());
+// The stack install_meter built, or null before it was called.
+MeterStack* installed_meter();
+
+}  // namespace oomguard::memory

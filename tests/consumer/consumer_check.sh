@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# consumer_check.sh WAY OOMGUARD_SOURCE OOMGUARD_BUILD TORCH_PREFIX: builds and runs the CharLM
+# project of this folder the way a team adopting oomguard would.
+#   WAY find_package:     installs OOMGUARD_BUILD to a temporary prefix, then configures
+#                         CharLM with CMAKE_PREFIX_PATH=that prefix only (the package finds
+#                         its LibTorch itself);
+#   WAY add_subdirectory: configures CharLM with oomguard's source tree inside it.
+# Then: its ctest passes against budgets.json; with the evaluation bug put back
+# (CHARLM_EVAL_BUG=1) the budget assertion fails with the phase, the test, the peak, the
+# budget and what was live; accepting into a copy of the budgets rewrites exactly the peaks.
+# Prints the configure and build times, and how many of oomguard's files were compiled.
+set -euo pipefail
+way=$1 source=$2 build=$3 torch_prefix=$4
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL ($way): $*"; exit 1; }
+launcher=()
+if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+
+case "$way" in
+  find_package)
+    cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.txt" ||
+      { cat "$tmp/install.txt"; fail "cmake --install"; }
+    [ -f "$tmp/prefix/lib/cmake/oomguard/oomguardConfig.cmake" ] || fail "no oomguardConfig.cmake"
+    [ -f "$tmp/prefix/include/oomguard/gtest.h" ] || fail "no <oomguard/gtest.h>"
+    [ -x "$tmp/prefix/bin/oomguard" ] || fail "no oomguard executable"
+    if find "$tmp/prefix/include" -name '*.h' | xargs grep -l '"harness/\|"data/\|"models/' ; then
+      fail "an installed header includes a private one"
+    fi
+    configure=(-DCMAKE_PREFIX_PATH="$tmp/prefix")
+    ;;
+  add_subdirectory)
+    configure=(-DCHARLM_OOMGUARD_SOURCE="$source" -DCMAKE_PREFIX_PATH="$torch_prefix")
+    ;;
+  *) echo "usage: consumer_check.sh find_package|add_subdirectory SOURCE BUILD TORCH_PREFIX"; exit 2 ;;
+esac
+
+start=$(date +%s.%N)
+cmake -S "$here" -B "$tmp/charlm" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+  "${configure[@]}" > "$tmp/configure.txt" 2>&1 || { cat "$tmp/configure.txt"; fail "configure"; }
+configured=$(date +%s.%N)
+cmake --build "$tmp/charlm" > "$tmp/build.txt" 2>&1 || { cat "$tmp/build.txt"; fail "build"; }
+built=$(date +%s.%N)
+compiled=$(grep -c 'Building CXX object' "$tmp/build.txt" || true)
+ours=$(grep 'Building CXX object' "$tmp/build.txt" | grep -vc 'charlm_memory_test.dir' || true)
+awk -v s="$start" -v c="$configured" -v b="$built" -v n="$compiled" -v o="$ours" -v w="$way" \
+  'BEGIN { printf "%s: configure %.1f s, build %.1f s: %d files compiled, %d of them oomguard'"'"'s\n", w, c - s, b - c, n, o }'
+if [ -d "$tmp/charlm/oomguard" ]; then
+  [ ! -d "$tmp/charlm/bin" ] && [ ! -d "$tmp/charlm/seed-counters" ] ||
+    fail "oomguard wrote its own output folders into the parent's build tree"
+  if (cd "$tmp/charlm" && ctest -N | grep -q 'cli\.\|oomguard_'); then
+    fail "oomguard's own tests joined the parent's ctest"
+  fi
+fi
+
+(cd "$tmp/charlm" && ctest --output-on-failure) > "$tmp/ctest.txt" 2>&1 ||
+  { cat "$tmp/ctest.txt"; fail "the guarded CharLM test failed"; }
+grep -q "100% tests passed" "$tmp/ctest.txt" || { cat "$tmp/ctest.txt"; fail "no test ran"; }
+echo "ok: guarded, CharLMTest.Memory passes within budgets.json"
+
+rc=0
+mkdir "$tmp/reports"
+(cd "$tmp/charlm" && CHARLM_EVAL_BUG=1 OOMGUARD_BUDGETS="$here/budgets.json" \
+  OOMGUARD_REPORT_DIR="$tmp/reports" ./charlm_memory_test) > "$tmp/bug.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$tmp/bug.txt"; fail "with the evaluation bug: exit $rc, expected 1"; }
+grep -Eq 'phase evaluate of CharLMTest\.Memory peaked at [0-9.]+[KMG]iB, over its budget [0-9.]+[KMG]iB \(started at [0-9.]+[KMG]iB\)' \
+  "$tmp/bug.txt" || { cat "$tmp/bug.txt"; fail "no pytest-memray-style message"; }
+grep -q "live at the peak, by tag:" "$tmp/bug.txt" || { cat "$tmp/bug.txt"; fail "no live tags"; }
+grep -q '"outcome": "budget_exceeded"' "$tmp/reports/CharLMTest.Memory.json" ||
+  { cat "$tmp/reports/CharLMTest.Memory.json"; fail "the test's report does not say budget_exceeded"; }
+echo "ok: with the evaluation bug the budget fails:"
+sed -n '/phase evaluate of CharLMTest/,/^$/p' "$tmp/bug.txt" | head -n 12
+
+cp "$here/budgets.json" "$tmp/budgets.json"
+(cd "$tmp/charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
+  ./charlm_memory_test) > "$tmp/accept.txt" 2>&1 || { cat "$tmp/accept.txt"; fail "accept"; }
+diff "$here/budgets.json" "$tmp/budgets.json" ||
+  fail "accepting the guarded peaks changed budgets.json (the figures moved: review and accept)"
+echo "ok: accepting the guarded peaks reproduces budgets.json"
+"$source/tests/cli/check_outputs.sh" "$here/budgets.json" "$tmp/reports/CharLMTest.Memory.json"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# layer_check.sh LAYER_TEST: the GoogleTest layer's outputs and environment, from outside the
+# binary (tests/gtest/layer_test.cpp linked with oomguard::gtest_main):
+# - each test's report in OOMGUARD_REPORT_DIR matches oomguard.report/1, the OOM test's says
+#   so; the phases' figures are properties of gtest's XML, which junitparser reads;
+# - OOMGUARD_ALLOC_CONF reaches LibTorch's variable; OOMGUARD_CARD sets the capacity;
+# - bad OOMGUARD_* values stop the binary with exit code 2 and a message naming them.
+set -euo pipefail
+binary=$1
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+mkdir "$tmp/reports"
+OOMGUARD_REPORT_DIR="$tmp/reports" "$binary" --gtest_output="xml:$tmp/layer.xml" \
+  > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "the layer's tests failed"; }
+ls "$tmp/reports"
+for test in MeasureReportsStartPeakAndEnd OutOfMemoryFailsTheTestNamingThePhase \
+    BudgetsAreDataAcceptedThenChecked; do
+  [ -s "$tmp/reports/LayerTest.$test.json" ] || fail "no report for LayerTest.$test"
+done
+"$here/../cli/check_outputs.sh" "$tmp"/reports/*.json "$tmp/layer.xml"
+python3 - "$tmp" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+tmp = sys.argv[1]
+oom = json.load(open(f"{tmp}/reports/LayerTest.OutOfMemoryFailsTheTestNamingThePhase.json"))
+assert oom["outcome"] == "oom" and oom["oom"]["phase"] == "generate", oom
+assert oom["test"]["name"] == "LayerTest.OutOfMemoryFailsTheTestNamingThePhase", oom["test"]
+budget = json.load(open(f"{tmp}/reports/LayerTest.BudgetsAreDataAcceptedThenChecked.json"))
+statuses = [p["status"] for p in budget["phases"]]
+assert statuses == ["pass", "budget_exceeded"], statuses
+assert budget["outcome"] == "budget_exceeded", budget["outcome"]
+assert budget["phases"][0]["budget_bytes"] > budget["phases"][0]["peak_allocated_bytes"]
+props = {p.get("name"): p.get("value") for p in ET.parse(f"{tmp}/layer.xml").iter("property")}
+peak = int(props["oomguard.scratch.peak_allocated_bytes"])
+start = int(props["oomguard.scratch.start_allocated_bytes"])
+assert peak - start >= 4 << 20, (start, peak)
+assert props["oomguard.scratch.meter"] == "cpu"
+print("ok: reports and XML properties")
+PY
+
+OOMGUARD_ALLOC_CONF=expandable_segments:True "$binary" \
+  --gtest_filter=LayerTest.AllocConfReachesLibTorchsVariable > "$tmp/conf.txt" 2>&1 ||
+  { cat "$tmp/conf.txt"; fail "OOMGUARD_ALLOC_CONF"; }
+grep -q "1 test.*PASSED\|PASSED.*1 test" "$tmp/conf.txt" || { cat "$tmp/conf.txt"; fail "not run"; }
+OOMGUARD_CARD=t4 "$binary" --gtest_filter=LayerTest.EmulatedCardFromTheEnvironment \
+  > "$tmp/card.txt" 2>&1 || { cat "$tmp/card.txt"; fail "OOMGUARD_CARD"; }
+grep -q "PASSED.*1 test" "$tmp/card.txt" || { cat "$tmp/card.txt"; fail "not run"; }
+
+expect_2() {  # expect_2 NAME=VALUE TEXT: the binary exits 2 and says TEXT
+  rc=0
+  env "$1" "$binary" > "$tmp/bad.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || { cat "$tmp/bad.txt"; fail "$1: exit $rc, expected 2"; }
+  grep -qF "$2" "$tmp/bad.txt" || { cat "$tmp/bad.txt"; fail "$1: no '$2'"; }
+  echo "ok: $1 -> exit 2: $(head -n 1 "$tmp/bad.txt")"
+}
+expect_2 OOMGUARD_CAPACITY=12XB "OOMGUARD_CAPACITY: "
+expect_2 OOMGUARD_CARD=Z9 "OOMGUARD_CARD: "
+expect_2 OOMGUARD_DEVICE=tpu "OOMGUARD_DEVICE=tpu: expected auto, cpu or cuda"
+expect_2 OOMGUARD_ALLOC_CONF=no_such_key:1 "OOMGUARD_ALLOC_CONF: "
+echo "ok: the GoogleTest layer"

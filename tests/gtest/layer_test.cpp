@@ -1,0 +1,232 @@
+// The GoogleTest layer (<oomguard/gtest.h>) as a user's test binary sees it: linked with
+// oomguard::gtest_main alone. The assertions' bodies are called directly where a test needs
+// their failure message; measure()'s own failures are caught with a fake reporter.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <c10/core/CPUAllocator.h>
+#include <gtest/gtest-spi.h>
+
+#include <oomguard/gtest.h>
+#include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/budgets.h>
+#include <oomguard/memory/cards.h>
+#include <oomguard/memory/sizes.h>
+#include <oomguard/sim/alloc_conf.h>
+#include <torch/version.h>
+
+namespace oomguard::testing {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+// Allocated while the binary starts, by a default-priority static initializer: the meter is
+// there before it (gtest_main and the tracker's own start-up install), so it is counted.
+const at::Tensor g_static_tensor = at::ones({kMiB / 4}, at::kFloat);  // 1 MiB
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A scratch directory per test, removed afterwards.
+class LayerTest : public MemoryTest {
+ protected:
+  void SetUp() override {
+    MemoryTest::SetUp();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("oomguard_layer_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    ::unsetenv("OOMGUARD_BUDGETS");
+    ::unsetenv("OOMGUARD_ACCEPT");
+  }
+  std::filesystem::path dir_;
+};
+
+PhaseResult allocate_phase(const std::string& name, int64_t bytes) {
+  return measure(name, [bytes] {
+    memory::AllocTag tag("activations");
+    const at::Tensor t = at::empty({bytes}, at::kByte);
+  });
+}
+
+TEST_F(LayerTest, StaticInitializersAreCounted) {
+  ASSERT_EQ(meters().device(), "cpu") << "this binary's tests are for the CPU meter";
+  EXPECT_GE(meters().meter().stats().allocated_bytes, kMiB)
+      << "the 1 MiB tensor made before main is not counted: the meter came too late";
+  EXPECT_EQ(c10::GetCPUAllocator(), &meters().tracker());
+}
+
+TEST_F(LayerTest, MeasureReportsStartPeakAndEnd) {
+  const PhaseResult phase = allocate_phase("scratch", 4 * kMiB);
+  EXPECT_EQ(phase.name, "scratch");
+  EXPECT_EQ(phase.test, "LayerTest.MeasureReportsStartPeakAndEnd");
+  EXPECT_EQ(phase.meter, "cpu");
+  EXPECT_GE(phase.peak_allocated_bytes - phase.start_allocated_bytes, 4 * kMiB);
+  EXPECT_EQ(phase.end_allocated_bytes, phase.start_allocated_bytes);
+  EXPECT_EQ(phase.peak_reserved_bytes, -1);
+  EXPECT_TRUE(phase.oom.empty());
+  EXPECT_TRUE(phase.untracked.empty()) << phase.untracked;
+  ASSERT_FALSE(phase.live_at_peak.empty());
+  EXPECT_EQ(phase.live_at_peak.front().tag, "activations");
+  EXPECT_GE(phase.live_at_peak.front().bytes, 4 * kMiB);
+}
+
+TEST_F(LayerTest, PeakOverItsLimitFailsWithThePhaseAndWhatWasLive) {
+  const PhaseResult phase = allocate_phase("evaluate", 4 * kMiB);
+  EXPECT_PHASE_PEAK_BELOW(phase, "8MiB");
+  const ::testing::AssertionResult over = phase_peak_below("phase", "\"2MiB\"", phase, "2MiB");
+  ASSERT_FALSE(over);
+  const std::string message = over.message();
+  EXPECT_TRUE(contains(
+      message,
+      "phase evaluate of LayerTest.PeakOverItsLimitFailsWithThePhaseAndWhatWasLive peaked at "))
+      << message;
+  EXPECT_TRUE(contains(message, ", over its budget 2MiB (started at ")) << message;
+  EXPECT_TRUE(contains(message, "live at the peak, by tag:\n          4MiB  activations"))
+      << message;
+}
+
+TEST_F(LayerTest, GrowthAndNearOomAssertions) {
+  const PhaseResult phase = allocate_phase("grow", 3 * kMiB);
+  EXPECT_PHASE_GROWTH_BELOW(phase, "4MiB");
+  EXPECT_PHASE_NO_NEAR_OOM(phase);
+  const ::testing::AssertionResult grew = phase_growth_below("phase", "\"1MiB\"", phase, "1MiB");
+  ASSERT_FALSE(grew);
+  EXPECT_TRUE(
+      contains(grew.message(), "phase grow of LayerTest.GrowthAndNearOomAssertions grew by 3MiB"))
+      << grew.message();
+  PhaseResult retried = phase;
+  retried.num_alloc_retries = 2;
+  const ::testing::AssertionResult near = phase_no_near_oom("phase", retried);
+  ASSERT_FALSE(near);
+  EXPECT_TRUE(contains(near.message(), "retried 2 time(s)")) << near.message();
+}
+
+TEST_F(LayerTest, BudgetsAreDataAcceptedThenChecked) {
+  const std::string budgets = (dir_ / "budgets.json").string();
+  const PhaseResult phase = allocate_phase("evaluate", 2 * kMiB);
+
+  const ::testing::AssertionResult no_file = phase_within_budget("phase", phase);
+  ASSERT_FALSE(no_file);
+  EXPECT_TRUE(contains(no_file.message(), "set OOMGUARD_BUDGETS")) << no_file.message();
+
+  ::setenv("OOMGUARD_BUDGETS", budgets.c_str(), 1);
+  const ::testing::AssertionResult missing = phase_within_budget("phase", phase);
+  ASSERT_FALSE(missing);
+  EXPECT_TRUE(contains(missing.message(), "has no budget for cpu in " + budgets))
+      << missing.message();
+  EXPECT_TRUE(contains(missing.message(), "OOMGUARD_ACCEPT=1")) << missing.message();
+
+  ::setenv("OOMGUARD_ACCEPT", "1", 1);
+  EXPECT_PHASE_WITHIN_BUDGET(phase);
+  ::unsetenv("OOMGUARD_ACCEPT");
+  const memory::BudgetFile file = memory::load_budgets(budgets);
+  const auto budget = file.find({phase.test, "evaluate", "cpu", ""});
+  ASSERT_TRUE(budget.has_value());
+  EXPECT_EQ(*budget, memory::accepted_budget(phase.peak_allocated_bytes, 0.10));
+  EXPECT_PHASE_WITHIN_BUDGET(phase);
+
+  // The same phase with a bigger peak is over the recorded budget.
+  const PhaseResult bigger = allocate_phase("evaluate", 4 * kMiB);
+  const ::testing::AssertionResult over = phase_within_budget("bigger", bigger);
+  ASSERT_FALSE(over);
+  EXPECT_TRUE(contains(over.message(), ", over its budget " + memory::format_size(*budget)))
+      << over.message();
+}
+
+TEST_F(LayerTest, OutOfMemoryFailsTheTestNamingThePhase) {
+  memory::Meter& meter = meters().meter();
+  meter.set_capacity(meter.stats().allocated_bytes + kMiB);
+  PhaseResult phase;
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    phase = allocate_phase("generate", 4 * kMiB);
+  }
+  meter.set_capacity(0);
+  EXPECT_FALSE(phase.oom.empty());
+  ASSERT_EQ(failures.size(), 1);
+  EXPECT_TRUE(contains(
+      failures.GetTestPartResult(0).message(),
+      "phase generate of LayerTest.OutOfMemoryFailsTheTestNamingThePhase ran out of memory: "))
+      << failures.GetTestPartResult(0).message();
+  EXPECT_FALSE(phase_peak_below("phase", "\"1GiB\"", phase, "1GiB"));
+}
+
+// An allocator that hides what is allocated from the tracker.
+class HidingAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    return c10::GetDefaultCPUAllocator()->allocate(nbytes);
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+TEST_F(LayerTest, FiguresTheMeterCannotSeeAreFlagged) {
+  static HidingAllocator hiding;  // lives as long as tensors it handed out may
+  c10::SetCPUAllocator(&hiding, /*priority=*/200);
+  PhaseResult phase;
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    phase = allocate_phase("evaluate", 4 * kMiB);
+  }
+  c10::SetCPUAllocator(&meters().tracker(), /*priority=*/200);
+  EXPECT_LT(phase.peak_allocated_bytes - phase.start_allocated_bytes, 4 * kMiB);
+  EXPECT_TRUE(contains(phase.untracked, "no longer oomguard's tracking allocator"))
+      << phase.untracked;
+  ASSERT_EQ(failures.size(), 1);
+  EXPECT_TRUE(contains(failures.GetTestPartResult(0).message(), "its figures may be low"));
+  const ::testing::AssertionResult verdict = phase_peak_below("phase", "\"1GiB\"", phase, "1GiB");
+  EXPECT_FALSE(verdict) << "low figures passed an assertion";
+}
+
+TEST_F(LayerTest, SeedsCountUpPerTest) {
+  const char* fixed = std::getenv("OOMGUARD_SEED");
+  if (fixed != nullptr)
+    GTEST_SKIP() << "OOMGUARD_SEED is set";
+  const uint64_t first = seed_test();
+  const uint64_t second = seed_test();
+  EXPECT_EQ(second, first + 1);
+}
+
+// Run by layer_check.sh with OOMGUARD_ALLOC_CONF set: gtest_main put it into LibTorch's
+// variable (starting the binary again) before any test.
+TEST_F(LayerTest, AllocConfReachesLibTorchsVariable) {
+  const char* wanted = std::getenv("OOMGUARD_ALLOC_CONF");
+  if (wanted == nullptr)
+    GTEST_SKIP() << "OOMGUARD_ALLOC_CONF is not set";
+  const char* variable = sim::alloc_conf_variable({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+  const char* seen = std::getenv(variable);
+  ASSERT_NE(seen, nullptr) << variable << " is not set";
+  EXPECT_STREQ(seen, wanted);
+}
+
+// Run by layer_check.sh with OOMGUARD_CARD set: the meter holds the card's capacity.
+TEST_F(LayerTest, EmulatedCardFromTheEnvironment) {
+  const char* card = std::getenv("OOMGUARD_CARD");
+  if (card == nullptr)
+    GTEST_SKIP() << "OOMGUARD_CARD is not set";
+  const PhaseResult phase = allocate_phase("train", kMiB);
+  EXPECT_EQ(phase.card, card);
+  EXPECT_EQ(phase.capacity_bytes, memory::find_card(card).capacity_bytes());
+  EXPECT_EQ(meters().tracker().capacity(), phase.capacity_bytes);
+}
+
+}  // namespace
+}  // namespace oomguard::testing
