@@ -58,7 +58,7 @@ void print_table(const run::RunReport& report) {
     std::printf(
         "%-10s %-16s %12s %12s %8.1f%%",
         p.memory.name.c_str(),
-        p.status.c_str(),
+        memory::to_string(p.status),
         format_size(p.memory.peak_allocated_bytes).c_str(),
         format_size(p.budget_bytes).c_str(),
         headroom_percent(p));
@@ -69,7 +69,7 @@ void print_table(const run::RunReport& report) {
           static_cast<long long>(p.memory.num_alloc_retries));
     std::printf(" %8.2f\n", p.memory.wall_seconds);
   }
-  std::printf("outcome: %s\n", report.outcome.c_str());
+  std::printf("outcome: %s\n", memory::to_string(report.outcome));
 }
 
 std::string disabled_guards(const run::Guards& guards) {
@@ -401,8 +401,8 @@ int run_command(const RunArgs& args) {
       if (capacity > 0)
         line += " card_margin=" + memory::format_size(capacity - p.memory.peak_reserved_bytes);
     }
-    log::info(line + " status=" + p.status);
-    if (live && p.status != "pass")
+    log::info(line + " status=" + memory::to_string(p.status));
+    if (live && p.status != memory::PhaseStatus::kPass)
       log::info(
           "[mem] live at the " + p.memory.name + " peak: " +
           memory::describe_live(live->live_at_peak(p.memory.name, p.memory.peak_allocated_bytes)));
@@ -431,7 +431,7 @@ int run_command(const RunArgs& args) {
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }
-  if (report.outcome == "interrupted") {
+  if (report.outcome == memory::PhaseStatus::kInterrupted) {
     log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);
   }
   if (!args.report_file.empty())
@@ -445,11 +445,11 @@ int run_command(const RunArgs& args) {
         "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
   if (!args.snapshot_file.empty())
     write_snapshot(trace_path, args, resolved);
-  if (report.outcome == "oom")
+  if (report.outcome == memory::PhaseStatus::kOom)
     return kExitOom;
-  if (report.outcome == "interrupted")
+  if (report.outcome == memory::PhaseStatus::kInterrupted)
     return kExitInterrupted;
-  return report.outcome == "pass" ? kExitPass : kExitBudget;
+  return report.outcome == memory::PhaseStatus::kPass ? kExitPass : kExitBudget;
 }
 
 }  // namespace oomguard::cli

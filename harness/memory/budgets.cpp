@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -196,6 +197,10 @@ const char* to_string(PhaseStatus status) {
       return "not_run";
   }
   return "not_run";
+}
+
+std::ostream& operator<<(std::ostream& out, PhaseStatus status) {
+  return out << to_string(status);
 }
 
 PhaseStatus phase_verdict(

@@ -1,5 +1,7 @@
 #include "harness/run/smoke_run.h"
 
+#include <optional>
+
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -36,36 +38,37 @@ bool run_phase(
   PhaseReport& phase = report.phases.emplace_back();
   phase.memory.name = name;
   phase.budget_bytes = budget;
-  std::string ended;  // "oom" or "interrupted" when the phase ended the run
+  // kOom or kInterrupted when the phase ended the run
+  std::optional<memory::PhaseStatus> ended;
   {
     memory::set_alloc_phase(name);  // where the trace's phase starts: with the meter's peak
     memory::PhaseScope scope(meter, phase.memory);
     try {
       body(phase);
     } catch (const c10::OutOfMemoryError& e) {
-      ended = "oom";
+      ended = memory::PhaseStatus::kOom;
       report.oom = make_oom_report(name, e);
     } catch (const Interrupted&) {
-      ended = "interrupted";
+      ended = memory::PhaseStatus::kInterrupted;
     }
   }
-  if (!ended.empty()) {
-    phase.status = ended;
-    report.outcome = ended;
+  if (ended) {
+    phase.status = *ended;
+    report.outcome = *ended;
   } else {
     const memory::PhaseStatus verdict = memory::phase_verdict(
         phase.memory.peak_allocated_bytes,
         budget,
         phase.memory.num_alloc_retries,
         options.fail_on_retry);
-    phase.status = memory::to_string(verdict);
+    phase.status = verdict;
     if (verdict == memory::PhaseStatus::kBudgetExceeded ||
-        (verdict == memory::PhaseStatus::kNearOom && report.outcome == "pass"))
-      report.outcome = phase.status;
+        (verdict == memory::PhaseStatus::kNearOom && report.outcome == memory::PhaseStatus::kPass))
+      report.outcome = verdict;
   }
   if (options.on_phase)
     options.on_phase(phase);
-  return ended.empty();
+  return !ended.has_value();
 }
 
 }  // namespace
@@ -85,7 +88,7 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
     run_phases(config, meter, options, report);
   } catch (const c10::OutOfMemoryError& e) {
     // Outside every phase: the model or the data did not fit at all.
-    report.outcome = "oom";
+    report.outcome = memory::PhaseStatus::kOom;
     report.oom = make_oom_report("setup", e);
   }
   return report;
@@ -163,7 +166,7 @@ nlohmann::json to_json(const RunReport& report) {
   for (const auto& p : report.phases) {
     nlohmann::json j = {
         {"name", p.memory.name},
-        {"status", p.status},
+        {"status", memory::to_string(p.status)},
         {"start_allocated_bytes", p.memory.start_allocated_bytes},
         {"peak_allocated_bytes", p.memory.peak_allocated_bytes},
         {"end_allocated_bytes", p.memory.end_allocated_bytes},
@@ -204,7 +207,7 @@ nlohmann::json to_json(const RunReport& report) {
   }
   return {
       {"schema", "oomguard.report/1"},
-      {"outcome", report.outcome},
+      {"outcome", memory::to_string(report.outcome)},
       {"seed", report.seed},
       {"device", d.type},
       {"device_info", device_info},

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <oomguard/memory/budgets.h>
 #include <oomguard/memory/meter.h>
 #include <oomguard/memory/phase_scope.h>
 #include "harness/run/config.h"
@@ -16,7 +17,7 @@ namespace oomguard::run {
 
 struct PhaseReport {
   memory::PhaseMemory memory;
-  std::string status = "not_run";  // pass, budget_exceeded, oom, interrupted, not_run
+  memory::PhaseStatus status = memory::PhaseStatus::kNotRun;
   int64_t budget_bytes = 0;
   int64_t steps = 0;
   nlohmann::json results = nlohmann::json::object();  // the phase's own figures
@@ -40,9 +41,9 @@ struct DeviceReport {
 };
 
 struct RunReport {
-  // pass, budget_exceeded, near_oom (allocator retries under --fail-on-retry), oom,
-  // interrupted
-  std::string outcome = "pass";
+  // kPass, kBudgetExceeded, kNearOom (allocator retries under --fail-on-retry), kOom,
+  // kInterrupted: the worst of its phases
+  memory::PhaseStatus outcome = memory::PhaseStatus::kPass;
   uint64_t seed = 0;
   DeviceReport device;
   int64_t capacity_bytes = 0;

@@ -117,7 +117,7 @@ TEST_F(CudaTest, GuardedPhasesRunAndAreMeasuredCuda) {
   const run::RunReport report = run::smoke_run(config, meter(), options);
   ASSERT_EQ(report.phases.size(), 3u);
   for (const auto& p : report.phases) {
-    EXPECT_NE(p.status, "oom") << p.memory.name;
+    EXPECT_NE(p.status, memory::PhaseStatus::kOom) << p.memory.name;
     EXPECT_GT(p.memory.peak_allocated_bytes, 0) << p.memory.name;
     EXPECT_GE(p.memory.peak_reserved_bytes, p.memory.peak_allocated_bytes) << p.memory.name;
   }

@@ -61,7 +61,7 @@ class GuardTest : public testing::TrackedFixture {
           " %s %s (%s)",
           p.memory.name.c_str(),
           memory::format_size(p.memory.peak_allocated_bytes).c_str(),
-          p.status.c_str());
+          memory::to_string(p.status));
     }
     std::printf("\n");
     return report;
@@ -70,9 +70,10 @@ class GuardTest : public testing::TrackedFixture {
 
 TEST_F(GuardTest, NoGradEvalKeepsEvaluateWithinBudget) {
   for (uint64_t seed : {0, 1}) {
-    EXPECT_EQ(phase(run(short_default(), seed), "evaluate").status, "pass");
+    EXPECT_EQ(phase(run(short_default(), seed), "evaluate").status, memory::PhaseStatus::kPass);
     const RunReport off = run(short_default(guard_off("no_grad_eval")), seed);
-    EXPECT_EQ(phase(off, "evaluate").status, "budget_exceeded") << "seed " << seed;
+    EXPECT_EQ(phase(off, "evaluate").status, memory::PhaseStatus::kBudgetExceeded)
+        << "seed " << seed;
   }
 }
 
@@ -111,14 +112,17 @@ TEST_F(GuardTest, TruncateKeepsTrainAndEvaluateWithinBudget) {
     for (const char* name : {"train", "evaluate"}) {
       const PhaseReport& p = phase(off, name);
       const bool caught_long_tail = p.results.at("longest_batch").get<int64_t>() > max_length;
-      EXPECT_EQ(p.status, caught_long_tail ? "budget_exceeded" : "pass")
+      EXPECT_EQ(
+          p.status,
+          caught_long_tail ? memory::PhaseStatus::kBudgetExceeded : memory::PhaseStatus::kPass)
           << name << ", seed " << seed;
       if (std::string(name) == "train")
         long_train += caught_long_tail ? 1 : 0;
       else
         (caught_long_tail ? long_eval : short_eval) += 1;
     }
-    EXPECT_EQ(run(short_default(), seed).outcome, "pass") << "guarded, seed " << seed;
+    EXPECT_EQ(run(short_default(), seed).outcome, memory::PhaseStatus::kPass)
+        << "guarded, seed " << seed;
   }
   // The seeds tried must include both cases, or the test proved nothing.
   EXPECT_GT(long_train, 0);
@@ -141,20 +145,21 @@ TEST_F(GuardTest, MaxNewTokensKeepsGenerateWithinBudget) {
   for (uint64_t seed : long_seeds) {
     EXPECT_EQ(
         phase(run(short_default(guard_off("max_new_tokens")), seed), "generate").status,
-        "budget_exceeded")
+        memory::PhaseStatus::kBudgetExceeded)
         << "seed " << seed;
-    EXPECT_EQ(phase(run(short_default(), seed), "generate").status, "pass") << "seed " << seed;
+    EXPECT_EQ(phase(run(short_default(), seed), "generate").status, memory::PhaseStatus::kPass)
+        << "seed " << seed;
   }
   EXPECT_EQ(
       phase(run(short_default(guard_off("max_new_tokens")), short_seeds[0]), "generate").status,
-      "pass");
+      memory::PhaseStatus::kPass);
 }
 
 TEST_F(GuardTest, GradCheckpointKeepsTrainWithinBudget) {
-  EXPECT_EQ(phase(run(short_default(), 0), "train").status, "pass");
+  EXPECT_EQ(phase(run(short_default(), 0), "train").status, memory::PhaseStatus::kPass);
   EXPECT_EQ(
       phase(run(short_default(guard_off("grad_checkpoint")), 0), "train").status,
-      "budget_exceeded");
+      memory::PhaseStatus::kBudgetExceeded);
 }
 
 // Checkpointed, every block keeps only its input, and backward recomputes one block at a

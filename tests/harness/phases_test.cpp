@@ -44,15 +44,15 @@ TEST_F(PhaseBudgetTest, DefaultConfigStaysWithinEveryBudget) {
       (unsigned long long)seed);
   const RunReport report = run_checked(load_config(doc), seed);
   ASSERT_EQ(report.phases.size(), 3u);
-  EXPECT_EQ(report.outcome, "pass");
+  EXPECT_EQ(report.outcome, memory::PhaseStatus::kPass);
 }
 
 TEST_F(PhaseBudgetTest, TightBudgetIsReportedAsExceeded) {
   RunConfig config = testing::small_config({{"budget", {{"evaluate", "1KiB"}}}});
   const RunReport report = smoke_run(config, meter(), RunOptions{});
   ASSERT_EQ(report.phases.size(), 3u);
-  EXPECT_EQ(report.phases[1].status, "budget_exceeded");
-  EXPECT_EQ(report.outcome, "budget_exceeded");
+  EXPECT_EQ(report.phases[1].status, memory::PhaseStatus::kBudgetExceeded);
+  EXPECT_EQ(report.outcome, memory::PhaseStatus::kBudgetExceeded);
 }
 
 TEST_F(PhaseBudgetTest, EmulatedOomIsCaughtWithItsPhase) {
@@ -61,7 +61,7 @@ TEST_F(PhaseBudgetTest, EmulatedOomIsCaughtWithItsPhase) {
   meter().set_capacity(meter().stats().allocated_bytes + (1 << 20));
   const RunReport report = smoke_run(config, meter(), RunOptions{});
   meter().set_capacity(0);
-  EXPECT_EQ(report.outcome, "oom");
+  EXPECT_EQ(report.outcome, memory::PhaseStatus::kOom);
   ASSERT_TRUE(report.oom.has_value());
   EXPECT_EQ(report.oom->phase, "train");
   EXPECT_GT(report.oom->requested_bytes, 0);
@@ -118,7 +118,7 @@ TEST_F(PhaseBudgetTest, SameSeedRepeatsBitwise) {
   RunOptions options;
   options.seed = 3;
   const RunReport reference = smoke_run(config, meter(), options);
-  ASSERT_EQ(reference.outcome, "pass");
+  ASSERT_EQ(reference.outcome, memory::PhaseStatus::kPass);
   for (int repeat = 0; repeat < 5; ++repeat) {
     const RunReport again = smoke_run(config, meter(), options);
     ASSERT_EQ(again.phases.size(), reference.phases.size());
@@ -167,9 +167,9 @@ TEST_F(PhaseBudgetTest, InterruptionEndsTheRunInItsPhase) {
   request_interrupt();  // as SIGINT or SIGTERM would
   const RunReport report = smoke_run(testing::small_config(), meter(), RunOptions{});
   clear_interrupt();
-  EXPECT_EQ(report.outcome, "interrupted");
+  EXPECT_EQ(report.outcome, memory::PhaseStatus::kInterrupted);
   ASSERT_EQ(report.phases.size(), 1u);
-  EXPECT_EQ(report.phases[0].status, "interrupted");
+  EXPECT_EQ(report.phases[0].status, memory::PhaseStatus::kInterrupted);
   EXPECT_EQ(
       report.phases[0].memory.end_allocated_bytes, report.phases[0].memory.start_allocated_bytes);
 }

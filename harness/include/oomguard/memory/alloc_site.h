@@ -13,13 +13,17 @@ struct AllocSite {
   const char* tag;
 };
 
+// The site an allocation made now belongs to.
 AllocSite alloc_site();
-void set_alloc_phase(const char* phase);  // also resets the step to -1
+// The phase of the allocations from now on; also resets the step to -1.
+void set_alloc_phase(const char* phase);
+// The step of the phase's loop the allocations from now on belong to.
 void set_alloc_step(int64_t step);
 
 // Tags the allocations of a scope; scopes nest, the innermost wins.
 class AllocTag {
  public:
+  // Allocations until this object is destroyed carry `tag` (a string that outlives them).
   explicit AllocTag(const char* tag);
   ~AllocTag();
   AllocTag(const AllocTag&) = delete;

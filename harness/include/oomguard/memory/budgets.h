@@ -10,6 +10,7 @@
 // ("cuda"). Accepting (OOMGUARD_ACCEPT=1 in the GoogleTest layer) writes the measured peak
 // plus the headroom, under the card's key where the file has one, else the device's.
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,6 +53,8 @@ int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t pea
 // How a phase ended, as reports and JUnit files spell it (to_string).
 enum class PhaseStatus { kPass, kBudgetExceeded, kNearOom, kOom, kInterrupted, kNotRun };
 const char* to_string(PhaseStatus status);  // "pass", "budget_exceeded", "near_oom", ...
+// Writes to_string(status) (GoogleTest prints a status with it).
+std::ostream& operator<<(std::ostream& out, PhaseStatus status);
 
 // The verdict on a phase that ended by itself: over its budget, else near an OOM (the
 // allocator freed its cache and retried) when retries fail the phase, else pass. A budget of

@@ -15,6 +15,7 @@ struct CardProfile {
   int64_t capacity_bytes() const { return total_bytes - context_bytes; }
 };
 
+// Every known card (t4, a100-40, a100-80, h200), as `--card` and OOMGUARD_CARD name them.
 const std::vector<CardProfile>& card_profiles();
 // The profile named `name`; throws std::invalid_argument listing the known names.
 const CardProfile& find_card(const std::string& name);

@@ -17,7 +17,9 @@ struct MemoryStats {
 class Meter {
  public:
   virtual ~Meter() = default;
+  // "cpu", "cuda" or "cpu+cuda-model": what the figures are of.
   virtual std::string name() const = 0;
+  // The figures now, peaks since the last reset_peak().
   virtual MemoryStats stats() const = 0;
   // Peak := current (allocated, and reserved where measured).
   virtual void reset_peak() = 0;

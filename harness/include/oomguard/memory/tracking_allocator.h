@@ -50,6 +50,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // Observers are called in the order added, under one lock. Not owned; remove one before
   // destroying it.
   void add_observer(AllocationObserver* observer);
+  // Stops calling `observer`; it sees no free of what it saw allocated from then on.
   void remove_observer(AllocationObserver* observer);
 
  private:

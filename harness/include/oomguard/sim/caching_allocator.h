@@ -97,6 +97,7 @@ class CachingAllocator {
   // The block serving `bytes`, or kOom (last_oom() says why). Like LibTorch, a failed
   // request may first have released cached segments.
   Handle malloc(int64_t bytes);
+  // Returns `block` to the cache (merged with free neighbours); nothing goes to the driver.
   void free(Handle block);
   // torch.cuda.empty_cache(): every unused segment (or page) goes back to the driver.
   void empty_cache();
@@ -117,11 +118,16 @@ class CachingAllocator {
   // The segments held now, by address (not with expandable segments: their pages are not
   // segments of their own).
   std::vector<SegmentState> segments() const;
+  // Where `block` starts in the model's address space.
   int64_t block_address(Handle block) const { return at(block).ptr; }
 
+  // memory_stats(): allocated, reserved, retries, OOMs, each with its peak.
   const AllocatorStats& stats() const { return stats_; }
+  // Why the last failed malloc failed, as LibTorch would word it; empty before any.
   const std::optional<OomInfo>& last_oom() const { return last_oom_; }
+  // The size of the block `block` (rounded; with unsplit slack).
   int64_t block_size(Handle block) const { return at(block).size; }
+  // The largest cached free block: the biggest request served without the driver.
   int64_t largest_free_block() const;
 
   // The size the allocator rounds a request to, and the segment a cache miss reserves.

@@ -63,7 +63,9 @@ Trace read_trace(std::istream& in, const std::string& source);
 // One line of the format, without the newline; `tag` and `phase` are escaped as JSON.
 std::string alloc_line(
     int64_t id, int64_t bytes, std::string_view phase, int64_t step, std::string_view tag);
+// {"op":"free","id":ID}
 std::string free_line(int64_t id);
+// {"op":"phase","phase":PHASE}: the allocations after it belong to that phase.
 std::string phase_line(std::string_view phase);
 
 }  // namespace oomguard::sim
