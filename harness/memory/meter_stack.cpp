@@ -78,6 +78,11 @@ MeterStack::MeterStack(const MeterOptions& options)
   // so a replay of it fails there too.
   if (!options.trace_path.empty()) {
     recorder_ = std::make_unique<TraceRecorder>(options.trace_path);
+    // What is live already (a model built first) starts the trace, so replayed peaks are the
+    // meter's; allocations made by other threads meanwhile may be counted in it or not.
+    const int64_t live = tracker_.stats().allocated_bytes;
+    if (live > 0)
+      recorder_->record_live_before(live);
     tracker_.add_observer(recorder_.get());
   }
   if (device_ == "cpu" && options.live_by_tag) {

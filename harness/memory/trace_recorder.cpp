@@ -24,6 +24,8 @@ TraceRecorder::~TraceRecorder() {
 }
 
 void TraceRecorder::write(const std::string& line) {
+  if (file_ == nullptr)
+    return;  // closed
   if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF)
     failed_ = true;
   ++events_;
@@ -48,6 +50,11 @@ void TraceRecorder::on_alloc(int64_t id, int64_t bytes) {
 void TraceRecorder::on_free(int64_t id) {
   mark_phase();
   write(sim::free_line(id));
+}
+
+void TraceRecorder::record_live_before(int64_t bytes) {
+  mark_phase();
+  write(sim::alloc_line(/*id=*/0, bytes, alloc_site().phase, /*step=*/-1, "(before the trace)"));
 }
 
 void TraceRecorder::close() {

@@ -9,8 +9,11 @@
 #include <ATen/ops/empty.h>
 
 #include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/meter_stack.h>
+#include <oomguard/memory/phase_scope.h>
 #include <oomguard/memory/modelled_meter.h>
 #include <oomguard/memory/trace_recorder.h>
+#include <oomguard/sim/replay.h>
 #include <oomguard/sim/trace.h>
 #include "tests/support/fixtures.h"
 
@@ -55,6 +58,36 @@ TEST_F(TraceTest, RecordsEachAllocationWithItsSiteAndItsFree) {
   EXPECT_EQ(trace.tags[static_cast<size_t>(alloc.tag)], "block2.attn");
   EXPECT_EQ(trace.events[2].op, sim::TraceEvent::Op::kFree);
   EXPECT_EQ(trace.events[2].slot, alloc.slot);
+}
+
+// A trace begun with a model already built: what was live comes first, so the replay's
+// peak is the meter's (without it the replay missed those bytes and read low).
+TEST_F(TraceTest, WhatWasLiveBeforeTheTraceIsInIt) {
+  const at::Tensor model = at::empty({2 * MiB}, at::kByte);
+  MeterOptions options;
+  options.device = "cpu";
+  options.trace_path = path_;
+  options.live_by_tag = false;
+  PhaseMemory figures;
+  {
+    MeterStack stack(options);
+    set_alloc_phase("train");
+    {
+      PhaseScope scope(stack.meter(), figures);
+      const at::Tensor activations = at::empty({MiB}, at::kByte);
+    }
+    stack.tracker().remove_observer(stack.recorder());
+    stack.recorder()->close();
+  }
+  const sim::Trace trace = read_back();
+  ASSERT_FALSE(trace.events.empty());
+  const sim::TraceEvent& first = trace.events[1];  // after the phase event
+  EXPECT_EQ(first.op, sim::TraceEvent::Op::kAlloc);
+  EXPECT_EQ(trace.tags[static_cast<size_t>(first.tag)], "(before the trace)");
+  EXPECT_GE(first.bytes, 2 * MiB);
+  const sim::ReplayResult replayed =
+      sim::replay(trace, sim::AllocatorSettings::parse(""), sim::DeviceLimits{});
+  EXPECT_EQ(replayed.peak_requested_bytes, figures.peak_allocated_bytes);
 }
 
 TEST_F(TraceTest, ModelRefusesWhatTheCachingAllocatorWouldAndTheTraceKeepsIt) {

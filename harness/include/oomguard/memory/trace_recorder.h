@@ -19,7 +19,12 @@ class TraceRecorder final : public AllocationObserver {
 
   void on_alloc(int64_t id, int64_t bytes) override;
   void on_free(int64_t id) override;
-  // Flushes and closes; throws std::runtime_error when the trace could not be written.
+  // Writes the `bytes` live before this recorder watched as one allocation (id 0, tag
+  // "(before the trace)") that is never freed, so a replay starts from what the meter counted.
+  // MeterStack calls it when it adds the recorder.
+  void record_live_before(int64_t bytes);
+  // Flushes and closes; throws std::runtime_error when the trace could not be written. Events
+  // after it are dropped.
   void close();
   int64_t events() const { return events_; }
 
