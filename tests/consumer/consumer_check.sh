@@ -9,14 +9,21 @@
 # (CHARLM_EVAL_BUG=1) the budget assertion fails with the phase, the test, the peak, the
 # budget and what was live; accepting into a copy of the budgets rewrites exactly the peaks.
 # Prints the configure and build times, and how many of oomguard's files were compiled.
+# The project is built from scratch each time in OOMGUARD_BUILD/consumer-WAY, through ccache
+# with ci/setup.sh's settings, so a second run in the same tree compiles from the cache.
 set -euo pipefail
 way=$1 source=$2 build=$3 torch_prefix=$4
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp=$build/consumer-$way
+rm -rf "$tmp"
+mkdir -p "$tmp"
 fail() { echo "FAIL ($way): $*"; exit 1; }
 launcher=()
-if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache > /dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_DIR=${CCACHE_DIR:-${OOMGUARD_CACHE:-$HOME/.cache/oomguard}/ccache}
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+fi
 
 case "$way" in
   find_package)
