@@ -4,7 +4,9 @@
 #   WAY find_package:     installs OOMGUARD_BUILD to a temporary prefix, then configures
 #                         CharLM with CMAKE_PREFIX_PATH=that prefix only (the package finds
 #                         its LibTorch itself);
-#   WAY add_subdirectory: configures CharLM with oomguard's source tree inside it.
+#   WAY add_subdirectory: configures CharLM with oomguard's source tree inside it, after
+#                         CharLM found Torch itself;
+#   WAY FetchContent:     the same through FetchContent (SOURCE_DIR), oomguard finding Torch.
 # Then: its ctest passes against budgets.json; with the evaluation bug put back
 # (CHARLM_EVAL_BUG=1) the budget assertion fails with the phase, the test, the peak, the
 # budget and what was live; accepting into a copy of the budgets rewrites exactly the peaks.
@@ -18,6 +20,8 @@ tmp=$build/consumer-$way
 rm -rf "$tmp"
 mkdir -p "$tmp"
 fail() { echo "FAIL ($way): $*"; exit 1; }
+# As on a user's machine: the seed counters in their default place (./oomguard-seeds).
+unset OOMGUARD_SEED OOMGUARD_SEED_COUNTER_DIR
 launcher=()
 if command -v ccache > /dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -37,10 +41,12 @@ case "$way" in
     fi
     configure=(-DCMAKE_PREFIX_PATH="$tmp/prefix")
     ;;
-  add_subdirectory)
-    configure=(-DCHARLM_OOMGUARD_SOURCE="$source" -DCMAKE_PREFIX_PATH="$torch_prefix")
+  add_subdirectory|FetchContent)
+    configure=(-DCHARLM_OOMGUARD_SOURCE="$source" -DCHARLM_OOMGUARD_HOW="$way"
+               -DCMAKE_PREFIX_PATH="$torch_prefix")
     ;;
-  *) echo "usage: consumer_check.sh find_package|add_subdirectory SOURCE BUILD TORCH_PREFIX"; exit 2 ;;
+  *) echo "usage: consumer_check.sh find_package|add_subdirectory|FetchContent SOURCE BUILD TORCH_PREFIX"
+     exit 2 ;;
 esac
 
 start=$(date +%s.%N)
@@ -53,7 +59,7 @@ compiled=$(grep -c 'Building CXX object' "$tmp/build.txt" || true)
 ours=$(grep 'Building CXX object' "$tmp/build.txt" | grep -vc 'charlm_memory_test.dir' || true)
 awk -v s="$start" -v c="$configured" -v b="$built" -v n="$compiled" -v o="$ours" -v w="$way" \
   'BEGIN { printf "%s: configure %.1f s, build %.1f s: %d files compiled, %d of them oomguard'"'"'s\n", w, c - s, b - c, n, o }'
-if [ -d "$tmp/charlm/oomguard" ]; then
+if [ "$way" != find_package ]; then
   [ ! -d "$tmp/charlm/bin" ] && [ ! -d "$tmp/charlm/seed-counters" ] ||
     fail "oomguard wrote its own output folders into the parent's build tree"
   if (cd "$tmp/charlm" && ctest -N | grep -q 'cli\.\|oomguard_'); then
@@ -65,6 +71,13 @@ fi
   { cat "$tmp/ctest.txt"; fail "the guarded CharLM test failed"; }
 grep -q "100% tests passed" "$tmp/ctest.txt" || { cat "$tmp/ctest.txt"; fail "no test ran"; }
 echo "ok: guarded, CharLMTest.Memory passes within budgets.json"
+
+# Repeated, each run takes the next seed (the per-test counter in the build tree).
+(cd "$tmp/charlm" && ctest --repeat until-fail:3) > "$tmp/repeat.txt" 2>&1 ||
+  { cat "$tmp/repeat.txt"; fail "ctest --repeat until-fail:3"; }
+seeds=$(cat "$tmp/charlm/oomguard-seeds/CharLMTest.Memory")
+[ "$seeds" = 4 ] || fail "after 1 + 3 runs the seed counter says $seeds, not 4"
+echo "ok: ctest --repeat until-fail:3 ran seeds 1, 2, 3"
 
 rc=0
 mkdir "$tmp/reports"
