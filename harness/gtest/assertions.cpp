@@ -1,4 +1,5 @@
 #include <cstdlib>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -36,11 +37,13 @@ std::string unusable(const PhaseResult& phase) {
   return "";
 }
 
-int64_t limit_bytes(const char* limit_text, const std::string& limit) {
+// The limit in bytes, or the reason it is not a size.
+std::optional<int64_t> limit_bytes(const std::string& limit, std::string& why) {
   try {
     return memory::parse_size(limit);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string(limit_text) + ": " + e.what());
+    why = e.what();
+    return std::nullopt;
   }
 }
 
@@ -55,7 +58,11 @@ bool accepting() {
     const char*, const char* limit_text, const PhaseResult& phase, const std::string& limit) {
   if (const std::string problem = unusable(phase); !problem.empty())
     return ::testing::AssertionFailure() << problem;
-  const int64_t bytes = limit_bytes(limit_text, limit);
+  std::string why;
+  const std::optional<int64_t> parsed = limit_bytes(limit, why);
+  if (!parsed)
+    return ::testing::AssertionFailure() << "the limit " << limit_text << ": " << why;
+  const int64_t bytes = *parsed;
   const std::string over = memory::over_budget_message(
       phase.name, phase.test, phase.peak_allocated_bytes, bytes, phase.start_allocated_bytes);
   detail::record_verdict(
@@ -109,7 +116,11 @@ bool accepting() {
     const char*, const char* limit_text, const PhaseResult& phase, const std::string& limit) {
   if (const std::string problem = unusable(phase); !problem.empty())
     return ::testing::AssertionFailure() << problem;
-  const int64_t bytes = limit_bytes(limit_text, limit);
+  std::string why;
+  const std::optional<int64_t> parsed = limit_bytes(limit, why);
+  if (!parsed)
+    return ::testing::AssertionFailure() << "the limit " << limit_text << ": " << why;
+  const int64_t bytes = *parsed;
   if (phase.growth_bytes() <= bytes)
     return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <torch/version.h>
 
+#include <oomguard/gtest.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/sim/alloc_conf.h>
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   try {
     apply_alloc_conf(argv);
     oomguard::memory::install_meter(oomguard::memory::meter_options_from_env());
+    oomguard::testing::test_threads();  // a bad OOMGUARD_THREADS stops the binary here
   } catch (const std::exception& e) {
     std::cerr << "oomguard: " << e.what() << "\n";
     return 2;

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -80,9 +79,19 @@ uint64_t seed_test() {
   return seed;
 }
 
+int test_threads() {
+  const char* text = std::getenv("OOMGUARD_THREADS");
+  if (text == nullptr || *text == '\0')
+    return 2;
+  const int threads = std::atoi(text);
+  if (threads < 1 || std::to_string(threads) != text)
+    throw std::invalid_argument(
+        std::string("OOMGUARD_THREADS=") + text + ": expected a whole number, 1 or more");
+  return threads;
+}
+
 void MemoryTest::SetUp() {
-  const char* threads = std::getenv("OOMGUARD_THREADS");
-  at::set_num_threads(threads != nullptr && *threads != '\0' ? std::atoi(threads) : 2);
+  at::set_num_threads(test_threads());
   seed_test();
 }
 

@@ -93,6 +93,9 @@ TEST_F(LayerTest, PeakOverItsLimitFailsWithThePhaseAndWhatWasLive) {
       "phase evaluate of LayerTest.PeakOverItsLimitFailsWithThePhaseAndWhatWasLive peaked at "))
       << message;
   EXPECT_TRUE(contains(message, ", over its budget 2MiB (started at ")) << message;
+  const ::testing::AssertionResult bad = phase_peak_below("phase", "\"38XB\"", phase, "38XB");
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(contains(bad.message(), "the limit \"38XB\": ")) << bad.message();
   EXPECT_TRUE(contains(message, "live at the peak, by tag:\n          4MiB  activations"))
       << message;
 }

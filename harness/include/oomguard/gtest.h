@@ -75,6 +75,9 @@ PhaseResult phase_result(const memory::PhaseMemory& figures);
 memory::MeterStack& meters();
 // Where tensors of a measured test belong: CUDA device 0 when the meter is CUDA, else CPU.
 c10::Device device();
+// The thread count MemoryTest sets: OOMGUARD_THREADS, default 2. Throws
+// std::invalid_argument naming the variable when it is not a whole number of 1 or more.
+int test_threads();
 // This test's seed (OOMGUARD_SEED, else this test's counter); also seeds LibTorch with it.
 uint64_t seed_test();
 
@@ -92,8 +95,8 @@ uint64_t seed_test();
     const std::string& limit);
 ::testing::AssertionResult phase_no_near_oom(const char* phase_text, const PhaseResult& phase);
 
-// A fixture for memory tests: seeds LibTorch with seed_test() and pins one thread per test
-// process's share (OOMGUARD_THREADS, default 2) so figures do not depend on the machine.
+// A fixture for memory tests: seeds LibTorch with seed_test() and sets LibTorch's thread
+// count to OOMGUARD_THREADS (default 2), so figures do not depend on the machine's cores.
 class MemoryTest : public ::testing::Test {
  protected:
   void SetUp() override;
