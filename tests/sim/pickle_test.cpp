@@ -104,6 +104,22 @@ TEST(PickleTest, ReadsBackWhatItWrites) {
   EXPECT_EQ(p.to_json(p.root()), doc);
 }
 
+// A snapshot repeats its keys and actions in every entry: each distinct string is written
+// once, then fetched from the memo (more than 256 of them, so both memo-index widths).
+TEST(PickleTest, WriterSharesRepeatedStrings) {
+  nlohmann::json doc = nlohmann::json::array();
+  for (int i = 0; i < 2000; ++i)
+    doc.push_back({{"action", "alloc"}, {"tag", "block" + std::to_string(i % 300) + ".mlp"}});
+  const std::string bytes = write_pickle(doc);
+  const Pickle p(bytes);
+  EXPECT_EQ(p.to_json(p.root()), doc);
+  size_t actions = 0;
+  for (size_t at = bytes.find("alloc"); at != std::string::npos; at = bytes.find("alloc", at + 1))
+    ++actions;
+  EXPECT_EQ(actions, 1u);
+  EXPECT_LT(bytes.size(), 2000u * 16);
+}
+
 TEST(PickleTest, ACycleIsAnErrorWhenExpanded) {
   const Pickle p(bytes(kCycle));  // reading it is fine: one list that holds itself
   EXPECT_THROW(p.to_json(p.root()), PickleError);
