@@ -93,6 +93,23 @@ void write_report(const std::string& test, const TestRecord& record) {
   write_file_atomically(std::string(dir) + "/" + test + ".json", doc.dump(2) + "\n");
 }
 
+// A test run again in the same process (--gtest_repeat) starts a new record, so its report
+// holds the phases of that run only.
+class ForgetOnTestStart final : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo& info) override {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_tests.erase(std::string(info.test_suite_name()) + "." + info.name());
+  }
+};
+
+void forget_each_test_on_start() {
+  static const bool added = [] {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new ForgetOnTestStart);  // owned there
+    return true;
+  }();
+  (void)added;
+}
+
 }  // namespace
 
 std::string current_test_name() {
@@ -103,6 +120,7 @@ std::string current_test_name() {
 }
 
 void record_phase(const PhaseResult& result) {
+  forget_each_test_on_start();
   std::lock_guard<std::mutex> lock(g_mutex);
   TestRecord& record = g_tests[result.test];
   PhaseEntry& entry = record.phases.emplace_back();

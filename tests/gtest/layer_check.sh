@@ -40,6 +40,18 @@ assert props["oomguard.scratch.meter"] == "cpu"
 print("ok: reports and XML properties")
 PY
 
+# Run twice in one process: the report holds the second run's phase only.
+mkdir "$tmp/repeat"
+OOMGUARD_REPORT_DIR="$tmp/repeat" "$binary" --gtest_repeat=2 \
+  --gtest_filter=LayerTest.MeasureReportsStartPeakAndEnd > "$tmp/repeat.txt" 2>&1 ||
+  { cat "$tmp/repeat.txt"; fail "--gtest_repeat=2"; }
+python3 - "$tmp/repeat/LayerTest.MeasureReportsStartPeakAndEnd.json" <<'PY'
+import json, sys
+phases = json.load(open(sys.argv[1]))["phases"]
+assert len(phases) == 1, f"{len(phases)} phases after --gtest_repeat=2"
+print("ok: a repeated test's report holds its last run")
+PY
+
 OOMGUARD_ALLOC_CONF=expandable_segments:True "$binary" \
   --gtest_filter=LayerTest.AllocConfReachesLibTorchsVariable > "$tmp/conf.txt" 2>&1 ||
   { cat "$tmp/conf.txt"; fail "OOMGUARD_ALLOC_CONF"; }
