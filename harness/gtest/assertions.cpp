@@ -37,14 +37,18 @@ std::string unusable(const PhaseResult& phase) {
   return "";
 }
 
-// The limit in bytes, or the reason it is not a size.
-std::optional<int64_t> limit_bytes(const std::string& limit, std::string& why) {
+// What ends an assertion with a limit before it compares: an unusable phase or a limit that
+// is not a size. Empty when it may go on, with `bytes` set to the limit.
+std::string cannot_compare(
+    const PhaseResult& phase, const char* limit_text, const std::string& limit, int64_t& bytes) {
+  if (std::string problem = unusable(phase); !problem.empty())
+    return problem;
   try {
-    return memory::parse_size(limit);
+    bytes = memory::parse_size(limit);
   } catch (const std::invalid_argument& e) {
-    why = e.what();
-    return std::nullopt;
+    return std::string("the limit ") + limit_text + ": " + e.what();
   }
+  return "";
 }
 
 bool accepting() {
@@ -56,13 +60,9 @@ bool accepting() {
 
 ::testing::AssertionResult phase_peak_below(
     const char*, const char* limit_text, const PhaseResult& phase, const std::string& limit) {
-  if (const std::string problem = unusable(phase); !problem.empty())
+  int64_t bytes = 0;
+  if (const std::string problem = cannot_compare(phase, limit_text, limit, bytes); !problem.empty())
     return ::testing::AssertionFailure() << problem;
-  std::string why;
-  const std::optional<int64_t> parsed = limit_bytes(limit, why);
-  if (!parsed)
-    return ::testing::AssertionFailure() << "the limit " << limit_text << ": " << why;
-  const int64_t bytes = *parsed;
   const std::string over = memory::over_budget_message(
       phase.name, phase.test, phase.peak_allocated_bytes, bytes, phase.start_allocated_bytes);
   detail::record_verdict(
@@ -114,13 +114,9 @@ bool accepting() {
 
 ::testing::AssertionResult phase_growth_below(
     const char*, const char* limit_text, const PhaseResult& phase, const std::string& limit) {
-  if (const std::string problem = unusable(phase); !problem.empty())
+  int64_t bytes = 0;
+  if (const std::string problem = cannot_compare(phase, limit_text, limit, bytes); !problem.empty())
     return ::testing::AssertionFailure() << problem;
-  std::string why;
-  const std::optional<int64_t> parsed = limit_bytes(limit, why);
-  if (!parsed)
-    return ::testing::AssertionFailure() << "the limit " << limit_text << ": " << why;
-  const int64_t bytes = *parsed;
   if (phase.growth_bytes() <= bytes)
     return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
