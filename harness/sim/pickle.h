@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,39 @@ class Pickle {
  private:
   std::deque<PickleValue> values_;
   uint32_t root_ = 0;
+};
+
+// Writes a protocol-2 pickle of plain data value by value, without building it first: what
+// Python's pickle.load and Pickle read back. In a dict, each key is a value call (string)
+// followed by its value.
+class PickleWriter {
+ public:
+  PickleWriter();
+  void none();
+  void boolean(bool value);
+  void integer(int64_t value);
+  void number(double value);
+  // Each distinct string is written once; repeats are memo gets.
+  void string(std::string_view value);
+  void begin_list();
+  void begin_dict();
+  // Closes the innermost list or dict. Throws std::logic_error when none is open.
+  void end();
+  // The pickle; throws std::logic_error while a list or dict is open.
+  std::string finish();
+
+ private:
+  struct Container {
+    bool dict;
+    size_t in_batch;  // values since the batch's MARK
+  };
+  void before_value();
+  void after_value();
+
+  std::string out_;
+  std::vector<Container> open_;
+  std::deque<std::string> memo_strings_;  // what memo_'s keys view (a deque never moves them)
+  std::unordered_map<std::string_view, uint32_t> memo_;
 };
 
 // `value` pickled (protocol 2, plain opcodes only): objects as dicts, arrays as lists; what

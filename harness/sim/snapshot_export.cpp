@@ -2,8 +2,6 @@
 
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/sim/pickle.h"
 
 namespace oomguard::sim {
@@ -56,67 +54,113 @@ std::string snapshot_pickle(
       tag_of_slot[static_cast<size_t>(e.slot)] = e.tag;
       step_of_slot[static_cast<size_t>(e.slot)] = e.step;
     }
-  const auto frames = [&](size_t event) {
+  // One frame: the event's phase (file), step (line) and tag (function).
+  const auto write_frames = [&](PickleWriter& w, size_t event) {
     const TraceEvent& e = trace.events[event];
     const bool block = e.op == TraceEvent::Op::kAlloc || e.op == TraceEvent::Op::kFree;
     const std::string& tag =
         block ? trace.tags[static_cast<size_t>(tag_of_slot[static_cast<size_t>(e.slot)])]
               : trace.tags[0];
     const int64_t step = block ? step_of_slot[static_cast<size_t>(e.slot)] : -1;
-    return nlohmann::json::array(
-        {{{"filename",
-           trace.phases.empty() ? "" : trace.phases[static_cast<size_t>(phase_of[event])]},
-          {"line", step < 0 ? 0 : step},
-          {"name", tag.empty() ? "(untagged)" : tag}}});
+    w.begin_list();
+    w.begin_dict();
+    w.string("filename");
+    w.string(trace.phases.empty() ? "" : trace.phases[static_cast<size_t>(phase_of[event])]);
+    w.string("line");
+    w.integer(step < 0 ? 0 : step);
+    w.string("name");
+    w.string(tag.empty() ? "(untagged)" : tag);
+    w.end();
+    w.end();
   };
 
-  nlohmann::json entries = nlohmann::json::array();
+  // Written as it goes, keys in sorted order (as a JSON object of the same data would be).
+  PickleWriter w;
+  w.begin_dict();
+  w.string("allocator_settings");
+  w.begin_dict();
+  w.string("PYTORCH_CUDA_ALLOC_CONF");
+  w.string(alloc_conf);
+  w.end();
+
+  w.string("device_traces");
+  w.begin_list();
+  w.begin_list();
   int64_t time = 0;
   for (const DeviceTrace::Entry& e : device_trace.entries) {
-    nlohmann::json entry = {
-        {"action", action_name(e.action)},
-        {"size", e.size},
-        {"stream", 0},
-        {"time_us", time++},
-        {"frames", frames(e.event)}};
-    if (e.action == Action::kOom)
-      entry["device_free"] = 0;
-    else
-      entry["addr"] = e.address;
-    entries.push_back(std::move(entry));
+    w.begin_dict();
+    w.string("action");
+    w.string(action_name(e.action));
+    w.string(e.action == Action::kOom ? "device_free" : "addr");
+    w.integer(e.action == Action::kOom ? 0 : e.address);
+    w.string("frames");
+    write_frames(w, e.event);
+    w.string("size");
+    w.integer(e.size);
+    w.string("stream");
+    w.integer(0);
+    w.string("time_us");
+    w.integer(time++);
+    w.end();
   }
-  nlohmann::json segments = nlohmann::json::array();
+  w.end();
+  w.end();
+
+  w.string("segments");
+  w.begin_list();
   for (const SegmentState& s : device_trace.segments) {
-    nlohmann::json blocks = nlohmann::json::array();
     int64_t allocated = 0, requested = 0;
     for (const auto& b : s.blocks) {
-      blocks.push_back(
-          {{"address", b.address},
-           {"size", b.size},
-           {"requested_size", b.requested},
-           {"state", b.allocated ? "active_allocated" : "inactive"},
-           {"frames", nlohmann::json::array()}});
       allocated += b.allocated ? b.size : 0;
       requested += b.requested;
     }
-    segments.push_back(
-        {{"device", 0},
-         {"address", s.address},
-         {"total_size", s.size},
-         {"stream", 0},
-         {"segment_type", s.small ? "small" : "large"},
-         {"segment_pool_id", nlohmann::json::array({0, 0})},
-         {"allocated_size", allocated},
-         {"active_size", allocated},
-         {"requested_size", requested},
-         {"is_expandable", false},
-         {"blocks", blocks}});
+    w.begin_dict();
+    w.string("active_size");
+    w.integer(allocated);
+    w.string("address");
+    w.integer(s.address);
+    w.string("allocated_size");
+    w.integer(allocated);
+    w.string("blocks");
+    w.begin_list();
+    for (const auto& b : s.blocks) {
+      w.begin_dict();
+      w.string("address");
+      w.integer(b.address);
+      w.string("frames");
+      w.begin_list();
+      w.end();
+      w.string("requested_size");
+      w.integer(b.requested);
+      w.string("size");
+      w.integer(b.size);
+      w.string("state");
+      w.string(b.allocated ? "active_allocated" : "inactive");
+      w.end();
+    }
+    w.end();
+    w.string("device");
+    w.integer(0);
+    w.string("is_expandable");
+    w.boolean(false);
+    w.string("requested_size");
+    w.integer(requested);
+    w.string("segment_pool_id");
+    w.begin_list();
+    w.integer(0);
+    w.integer(0);
+    w.end();
+    w.string("segment_type");
+    w.string(s.small ? "small" : "large");
+    w.string("stream");
+    w.integer(0);
+    w.string("total_size");
+    w.integer(s.size);
+    w.end();
   }
-  const nlohmann::json snapshot = {
-      {"segments", segments},
-      {"device_traces", nlohmann::json::array({entries})},
-      {"allocator_settings", {{"PYTORCH_CUDA_ALLOC_CONF", alloc_conf}}}};
-  return write_pickle(snapshot);
+  w.end();
+  w.end();
+  return w.finish();
 }
 
 }  // namespace oomguard::sim

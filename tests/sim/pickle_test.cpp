@@ -120,6 +120,44 @@ TEST(PickleTest, WriterSharesRepeatedStrings) {
   EXPECT_LT(bytes.size(), 2000u * 16);
 }
 
+// The streaming writer lays out what write_pickle lays out for the same data, and refuses to
+// close what is not open or to finish with a container open.
+TEST(PickleTest, StreamingWriterMatchesTheDocumentWriter) {
+  nlohmann::json doc = {{"list", nlohmann::json::array()}, {"n", -5}, {"x", 1.5}};
+  for (int i = 0; i < 2100; ++i)
+    doc["list"].push_back({{"k", i}, {"big", int64_t{1} << 40}, {"none", nullptr}});
+  PickleWriter w;
+  w.begin_dict();
+  w.string("list");
+  w.begin_list();
+  for (int i = 0; i < 2100; ++i) {
+    w.begin_dict();
+    w.string("big");
+    w.integer(int64_t{1} << 40);
+    w.string("k");
+    w.integer(i);
+    w.string("none");
+    w.none();
+    w.end();
+  }
+  w.end();
+  w.string("n");
+  w.integer(-5);
+  w.string("x");
+  w.number(1.5);
+  w.end();
+  EXPECT_EQ(w.finish(), write_pickle(doc));
+
+  PickleWriter unbalanced;
+  EXPECT_THROW(unbalanced.end(), std::logic_error);
+  unbalanced.begin_dict();
+  unbalanced.string("key");
+  EXPECT_THROW(unbalanced.end(), std::logic_error);
+  unbalanced.integer(1);
+  unbalanced.begin_list();
+  EXPECT_THROW(unbalanced.finish(), std::logic_error);
+}
+
 TEST(PickleTest, ACycleIsAnErrorWhenExpanded) {
   const Pickle p(bytes(kCycle));  // reading it is fine: one list that holds itself
   EXPECT_THROW(p.to_json(p.root()), PickleError);
