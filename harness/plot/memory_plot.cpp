@@ -113,14 +113,14 @@ std::string render_svg(const MemoryPlot& plot) {
     const PhaseSpan& p = plot.phases[i];
     const size_t end = i + 1 < plot.phases.size() ? plot.phases[i + 1].first : n;
     const double x0 = c.x(static_cast<double>(p.first)), x1 = c.x(static_cast<double>(end));
-    svg += "<rect class=\"phase\" data-phase=\"" + escape(p.name) + "\" x=\"" + num(x0) +
+    svg += "<rect class=\"phase\" data-phase=\"" + xml_escape(p.name) + "\" x=\"" + num(x0) +
            "\" y=\"" + num(kTop) + "\" width=\"" + num(std::max(x1 - x0, 0.0)) + "\" height=\"" +
            num(kBottom - kTop) + "\" fill=\"" + (i % 2 == 0 ? "#eef2f7" : "#f8f8f8") +
-           "\"><title>" + escape(p.name) + "</title></rect>\n";
+           "\"><title>" + xml_escape(p.name) + "</title></rect>\n";
     const int row = x0 + 2 > row_end[0] ? 0 : 1;
     row_end[row] = x0 + 2 + 7.5 * static_cast<double>(p.name.size());
     svg += "<text x=\"" + num(x0 + 2) + "\" y=\"" + num(kTop - 6 - 16 * row) +
-           "\" fill=\"#333333\">" + escape(p.name) + "</text>\n";
+           "\" fill=\"#333333\">" + xml_escape(p.name) + "</text>\n";
   }
 
   // The y axis: gridlines and sizes.
@@ -152,7 +152,7 @@ std::string render_svg(const MemoryPlot& plot) {
     const size_t end = i + 1 < plot.phases.size() ? plot.phases[i + 1].first : n;
     const double x0 = c.x(static_cast<double>(p.first)), x1 = c.x(static_cast<double>(end));
     const double y = c.y(p.budget_bytes);
-    svg += "<line class=\"budget\" data-phase=\"" + escape(p.name) + "\" data-bytes=\"" +
+    svg += "<line class=\"budget\" data-phase=\"" + xml_escape(p.name) + "\" data-bytes=\"" +
            std::to_string(p.budget_bytes) + "\" x1=\"" + num(x0) + "\" x2=\"" + num(x1) +
            "\" y1=\"" + num(y) + "\" y2=\"" + num(y) + "\" stroke=\"" + kBudgetColour +
            "\" stroke-width=\"2\" stroke-dasharray=\"8 4\"/>\n";
@@ -167,7 +167,7 @@ std::string render_svg(const MemoryPlot& plot) {
            "\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(y) + "\" y2=\"" +
            num(y) + "\" stroke=\"" + kCapacityColour + "\" stroke-width=\"2\"/>\n";
     svg += "<text x=\"" + num(kLeft + 4) + "\" y=\"" + num(y - 5) + "\">" +
-           escape(plot.capacity_label) + "</text>\n";
+           xml_escape(plot.capacity_label) + "</text>\n";
   }
 
   // Each phase's peak; the highest one named with what was live at it.
@@ -175,10 +175,10 @@ std::string render_svg(const MemoryPlot& plot) {
   for (const PhaseSpan& p : plot.phases) {
     if (highest == nullptr || p.peak_bytes > highest->peak_bytes)
       highest = &p;
-    svg += "<circle class=\"peak\" data-phase=\"" + escape(p.name) + "\" data-bytes=\"" +
+    svg += "<circle class=\"peak\" data-phase=\"" + xml_escape(p.name) + "\" data-bytes=\"" +
            std::to_string(p.peak_bytes) + "\" cx=\"" +
            num(c.x(static_cast<double>(p.peak_index) + 0.5)) + "\" cy=\"" + num(c.y(p.peak_bytes)) +
-           "\" r=\"4\" fill=\"" + kAllocatedColour + "\"><title>" + escape(p.name) + " peak " +
+           "\" r=\"4\" fill=\"" + kAllocatedColour + "\"><title>" + xml_escape(p.name) + " peak " +
            size_label(p.peak_bytes) + "</title></circle>\n";
   }
   if (highest != nullptr) {
@@ -190,7 +190,7 @@ std::string render_svg(const MemoryPlot& plot) {
     const bool right_half = px > (kLeft + kRight) / 2;
     svg += "<text class=\"peak-label\" x=\"" + num(right_half ? px - 8 : px + 8) + "\" y=\"" +
            num(std::max(c.y(highest->peak_bytes) - 8, kTop + 14)) + "\" text-anchor=\"" +
-           (right_half ? "end" : "start") + "\" font-weight=\"bold\">" + escape(label) +
+           (right_half ? "end" : "start") + "\" font-weight=\"bold\">" + xml_escape(label) +
            "</text>\n";
   }
 
@@ -200,7 +200,7 @@ std::string render_svg(const MemoryPlot& plot) {
            "\" y2=\"" + num(kBottom) + "\" stroke=\"" + kBudgetColour + "\" stroke-width=\"2\"/>\n";
     svg += "<text x=\"" + num(x - 6) + "\" y=\"" + num(kBottom - 8) +
            "\" text-anchor=\"end\" fill=\"" + kBudgetColour + "\" font-weight=\"bold\">" +
-           escape(plot.oom_label) + "</text>\n";
+           xml_escape(plot.oom_label) + "</text>\n";
   }
 
   // Legend.
@@ -210,8 +210,8 @@ std::string render_svg(const MemoryPlot& plot) {
     svg += "<line x1=\"" + num(lx) + "\" x2=\"" + num(lx + 24) + "\" y1=\"" + num(ly) + "\" y2=\"" +
            num(ly) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
            (dash[0] != '\0' ? std::string(" stroke-dasharray=\"") + dash + "\"" : "") + "/>\n";
-    svg +=
-        "<text x=\"" + num(lx + 30) + "\" y=\"" + num(ly + 4) + "\">" + escape(text) + "</text>\n";
+    svg += "<text x=\"" + num(lx + 30) + "\" y=\"" + num(ly + 4) + "\">" + xml_escape(text) +
+           "</text>\n";
     lx += 44 + 7.0 * static_cast<double>(text.size());
   };
   legend(kAllocatedColour, "allocated", "");
@@ -231,7 +231,7 @@ std::string render_svg(const MemoryPlot& plot) {
 }
 
 std::string wrap_html(const std::string& svg, const std::string& title) {
-  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + escape(title) +
+  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + xml_escape(title) +
          "</title></head>\n<body style=\"margin:16px;background:#ffffff\">\n" + svg +
          "</body></html>\n";
 }

@@ -34,19 +34,19 @@ std::string render_repeat_svg(const RepeatPlot& plot) {
       return bottom - (bottom - top) * static_cast<double>(bytes) / static_cast<double>(y_max);
     };
     svg += "<text x=\"" + num(kLeft) + "\" y=\"" + num(top - 8) + "\" font-weight=\"bold\">" +
-           escape(plot.phases[p]) + "</text>\n";
+           xml_escape(plot.phases[p]) + "</text>\n";
     for (int64_t v = 0; v <= y_max; v += step) {
       svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(y_of(v)) +
              "\" y2=\"" + num(y_of(v)) + "\" stroke=\"#e5e5e5\"/>\n";
-      svg += "<text class=\"tick\" data-phase=\"" + escape(plot.phases[p]) + "\" data-bytes=\"" +
-             std::to_string(v) + "\" x=\"" + num(kLeft - 8) + "\" y=\"" + num(y_of(v) + 4) +
-             "\" text-anchor=\"end\">" + size_label(v) + "</text>\n";
+      svg += "<text class=\"tick\" data-phase=\"" + xml_escape(plot.phases[p]) +
+             "\" data-bytes=\"" + std::to_string(v) + "\" x=\"" + num(kLeft - 8) + "\" y=\"" +
+             num(y_of(v) + 4) + "\" text-anchor=\"end\">" + size_label(v) + "</text>\n";
     }
     if (plot.budgets[p] >= 0) {
       const double y = y_of(plot.budgets[p]);
-      svg += "<line class=\"budget\" data-phase=\"" + escape(plot.phases[p]) + "\" data-bytes=\"" +
-             std::to_string(plot.budgets[p]) + "\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) +
-             "\" y1=\"" + num(y) + "\" y2=\"" + num(y) +
+      svg += "<line class=\"budget\" data-phase=\"" + xml_escape(plot.phases[p]) +
+             "\" data-bytes=\"" + std::to_string(plot.budgets[p]) + "\" x1=\"" + num(kLeft) +
+             "\" x2=\"" + num(kRight) + "\" y1=\"" + num(y) + "\" y2=\"" + num(y) +
              "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"8 4\"/>\n";
       svg += "<text x=\"" + num(kRight - 4) + "\" y=\"" + num(y - 5) +
              "\" text-anchor=\"end\" fill=\"#d62728\">budget " + size_label(plot.budgets[p]) +
@@ -59,13 +59,13 @@ std::string render_repeat_svg(const RepeatPlot& plot) {
       if (s.peaks[p] < 0) {  // no figure: the run ended before or in this phase
         svg += "<text class=\"missing\" x=\"" + num(x_of(i)) + "\" y=\"" + num(bottom - 4) +
                "\" text-anchor=\"middle\" fill=\"#d62728\" font-weight=\"bold\">x<title>" +
-               escape(tip) + "</title></text>\n";
+               xml_escape(tip) + "</title></text>\n";
         continue;
       }
       svg += "<circle class=\"seed\" data-seed=\"" + std::to_string(s.seed) + "\" data-bytes=\"" +
              std::to_string(s.peaks[p]) + "\" cx=\"" + num(x_of(i)) + "\" cy=\"" +
              num(y_of(s.peaks[p])) + "\" r=\"4\" fill=\"" + (failed ? "#d62728" : "#1f77b4") +
-             "\"><title>" + escape(tip + ", peak " + size_label(s.peaks[p])) +
+             "\"><title>" + xml_escape(tip + ", peak " + size_label(s.peaks[p])) +
              "</title></circle>\n";
     }
     svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(bottom) +

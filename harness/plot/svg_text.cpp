@@ -4,40 +4,16 @@
 
 namespace oomguard::plot {
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        const bool control = static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n';
-        out += control ? ' ' : c;
-    }
-  }
-  return out;
-}
-
 std::string svg_header(
     int width, int height, double left, const std::string& title, const std::string& subtitle) {
   const std::string w = std::to_string(width), h = std::to_string(height);
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
          "\" viewBox=\"0 0 " + w + " " + h +
          "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n<title>" +
-         escape(title) + "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n" +
+         xml_escape(title) + "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n" +
          "<text x=\"" + num(left) + "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">" +
-         escape(title) + "</text>\n<text x=\"" + num(left) + "\" y=\"44\" fill=\"#555555\">" +
-         escape(subtitle) + "</text>\n";
+         xml_escape(title) + "</text>\n<text x=\"" + num(left) + "\" y=\"44\" fill=\"#555555\">" +
+         xml_escape(subtitle) + "</text>\n";
 }
 
 std::string num(double v) {

@@ -1,13 +1,13 @@
 #pragma once
-// What the SVG pictures share: text escaping, coordinates, the size axis.
+// What the SVG pictures share: the header, coordinates, the size axis (text escaping is
+// oomguard::xml_escape, harness/xml_text.h).
 #include <cstdint>
 #include <string>
 
+#include "harness/xml_text.h"
+
 namespace oomguard::plot {
 
-// `text` with &, <, > and " escaped for XML, control characters (invalid in XML 1.0) as
-// spaces.
-std::string escape(const std::string& text);
 // The opening of a picture: the <svg> element of `width` x `height`, its title, a white
 // background, and the title and subtitle written at x = `left`.
 std::string svg_header(

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "harness/repeat/flake_stats.h"
+#include "harness/xml_text.h"
 
 namespace oomguard::repeat {
 namespace {
@@ -40,33 +41,6 @@ std::string shell_quote(const std::string& s) {
   for (char c : s)
     q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        // XML 1.0 allows no control characters but tab, newline and carriage return.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
-          out += ' ';
-        else
-          out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace
