@@ -1,9 +1,7 @@
 #include "harness/cli/run_command.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <cstdio>
 #include <fstream>
@@ -12,13 +10,13 @@
 
 #include <ATen/Parallel.h>
 #include <torch/version.h>
-#include <unistd.h>
 
 #include "data/text_source.h"
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
+#include "harness/memory/start_again.h"
 #include <oomguard/sim/alloc_conf.h>
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/meter_stack.h>
@@ -126,14 +124,10 @@ void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::De
   }
   if (args.argv == nullptr)
     throw std::logic_error("memory.alloc_conf needs the process's arguments to start again");
-  ::setenv(sim::alloc_conf_variable(torch), config.alloc_conf.c_str(), 1);
-  ::setenv(kAllocConfFromConfig, config.alloc_conf.c_str(), 1);
   log::info(
       std::string("memory.alloc_conf: starting again with ") + sim::alloc_conf_variable(torch) +
       "=" + config.alloc_conf);
-  std::fflush(nullptr);
-  ::execv("/proc/self/exe", args.argv);
-  throw std::runtime_error(std::string("cannot start again: ") + std::strerror(errno));
+  memory::start_again_with_alloc_conf(config.alloc_conf, args.argv, kAllocConfFromConfig);
 }
 
 }  // namespace

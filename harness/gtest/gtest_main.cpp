@@ -4,12 +4,7 @@
 // allocator's settings (OOMGUARD_ALLOC_CONF) go into LibTorch's variable, starting the
 // process again when they were not there yet, and the meter stack is built from the
 // environment, so a bad OOMGUARD_* variable stops the binary with exit code 2 and a message.
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -20,6 +15,7 @@
 #include <oomguard/gtest.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/sim/alloc_conf.h>
+#include "harness/memory/start_again.h"
 
 namespace {
 
@@ -35,15 +31,9 @@ void apply_alloc_conf(char** argv) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("OOMGUARD_ALLOC_CONF: ") + e.what());
   }
-  const char* variable = oomguard::sim::alloc_conf_variable(torch);
-  const char* current = std::getenv(variable);
-  if (current != nullptr && std::string(current) == wanted)
-    return;
-  ::setenv(variable, wanted, 1);
-  std::fflush(nullptr);
-  ::execv("/proc/self/exe", argv);
-  throw std::runtime_error(
-      std::string("cannot start again with ") + variable + ": " + std::strerror(errno));
+  const char* current = std::getenv(oomguard::sim::alloc_conf_variable(torch));
+  if (current == nullptr || std::string(current) != wanted)
+    oomguard::memory::start_again_with_alloc_conf(wanted, argv);
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+#include "harness/memory/start_again.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include <torch/version.h>
+
+#include <oomguard/sim/alloc_conf.h>
+
+namespace oomguard::memory {
+
+void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
+  const char* variable = sim::alloc_conf_variable({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+  ::setenv(variable, conf.c_str(), 1);
+  if (marker != nullptr)
+    ::setenv(marker, conf.c_str(), 1);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv);
+  throw std::runtime_error(
+      std::string("cannot start again with ") + variable + "=" + conf + ": " +
+      std::strerror(errno));
+}
+
+}  // namespace oomguard::memory

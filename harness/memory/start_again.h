@@ -1,0 +1,15 @@
+#pragma once
+// The CUDA caching allocator reads its settings from the environment once, possibly as early
+// as when LibTorch loads: a process asked for other settings starts again with them. Shared
+// by `oomguard run` (memory.alloc_conf) and oomguard::gtest_main (OOMGUARD_ALLOC_CONF).
+#include <string>
+
+namespace oomguard::memory {
+
+// Puts `conf` into the settings variable of this LibTorch, and also into `marker` when it is
+// not null (so the process knows the value came from it), then replaces the process with
+// itself run on `argv`. Does not return; throws std::runtime_error when it cannot start again.
+[[noreturn]] void start_again_with_alloc_conf(
+    const std::string& conf, char** argv, const char* marker = nullptr);
+
+}  // namespace oomguard::memory
