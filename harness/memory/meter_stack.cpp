@@ -74,35 +74,45 @@ MeterStack::MeterStack(const MeterOptions& options)
   if (device_ == "cuda" && (!options.trace_path.empty() || options.model_settings))
     throw std::invalid_argument(
         "a trace and the allocator model work on the CPU meter, and this stack is on CUDA");
-  // The recorder comes first: an allocation the model refuses is in the trace (with a free),
-  // so a replay of it fails there too.
-  if (!options.trace_path.empty()) {
-    recorder_ = std::make_unique<TraceRecorder>(options.trace_path);
-    // What is live already (a model built first) starts the trace, so replayed peaks are the
-    // meter's; allocations made by other threads meanwhile may be counted in it or not.
-    const int64_t live = tracker_.stats().allocated_bytes;
-    if (live > 0)
-      recorder_->record_live_before(live);
-    tracker_.add_observer(recorder_.get());
+  // Observers the tracker holds must not outlive a stack that failed to build.
+  try {
+    // The recorder comes first: an allocation the model refuses is in the trace (with a free),
+    // so a replay of it fails there too.
+    if (!options.trace_path.empty()) {
+      recorder_ = std::make_unique<TraceRecorder>(options.trace_path);
+      // What is live already (a model built first) starts the trace, so replayed peaks are the
+      // meter's; allocations made by other threads meanwhile may be counted in it or not.
+      const int64_t live = tracker_.stats().allocated_bytes;
+      if (live > 0)
+        recorder_->record_live_before(live);
+      tracker_.add_observer(recorder_.get());
+    }
+    if (device_ == "cpu" && options.live_by_tag) {
+      live_ = std::make_unique<LiveByTag>();
+      tracker_.add_observer(live_.get());
+    }
+    if (options.model_settings) {
+      modelled_ =
+          std::make_unique<ModelledMeter>(tracker_, *options.model_settings, options.model_device);
+      meter_ = modelled_.get();
+    }
+    if (device_ == "cuda") {
+      cuda_ = std::make_unique<CudaMeter>(0);
+      meter_ = cuda_.get();
+    }
+    meter_->set_capacity(options.capacity_bytes);  // throws when the device is smaller
+  } catch (...) {
+    remove_observers();
+    throw;
   }
-  if (device_ == "cpu" && options.live_by_tag) {
-    live_ = std::make_unique<LiveByTag>();
-    tracker_.add_observer(live_.get());
-  }
-  if (options.model_settings) {
-    modelled_ =
-        std::make_unique<ModelledMeter>(tracker_, *options.model_settings, options.model_device);
-    meter_ = modelled_.get();
-  }
-  if (device_ == "cuda") {
-    cuda_ = std::make_unique<CudaMeter>(0);
-    meter_ = cuda_.get();
-  }
-  meter_->set_capacity(options.capacity_bytes);  // throws when the device is smaller
 }
 
 MeterStack::~MeterStack() {
   meter_->set_capacity(0);
+  remove_observers();
+}
+
+void MeterStack::remove_observers() {
   if (live_)
     tracker_.remove_observer(live_.get());
   if (recorder_)

@@ -64,6 +64,8 @@ class MeterStack {
   std::string coverage_gap() const;
 
  private:
+  void remove_observers();  // the recorder's and LiveByTag's, which the tracker holds
+
   MeterOptions options_;
   std::string device_;
   TrackingAllocator& tracker_;
