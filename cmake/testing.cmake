@@ -1,5 +1,6 @@
-# oomguard_add_gtest(NAME LABEL label SOURCES s1 [s2...])
-# One gtest executable; its tests are discovered by ctest and carry the label. One label
+# oomguard_add_gtest(NAME LABEL label SOURCES s1 [s2...] [LINK l1 [l2...]])
+# One gtest executable; its tests are discovered by ctest and carry the label. It links LINK,
+# by default the test support library and GoogleTest's main. One label
 # only: gtest_discover_tests of CMake 3.25 writes property values unquoted, so a list would
 # spill into the property names.
 # Each test keeps a seed counter in seed-counters/, so a repeated test takes a new seed
@@ -8,14 +9,17 @@ include(GoogleTest)
 set(OOMGUARD_SEED_COUNTER_DIR ${CMAKE_BINARY_DIR}/seed-counters)
 file(MAKE_DIRECTORY ${OOMGUARD_SEED_COUNTER_DIR})
 function(oomguard_add_gtest name)
-  cmake_parse_arguments(arg "" "LABEL" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "" "LABEL" "SOURCES;LINK" ${ARGN})
+  if(NOT arg_LINK)
+    set(arg_LINK oomguard_test_support GTest::gtest GTest::gtest_main)
+  endif()
   add_executable(${name} ${arg_SOURCES})
   if(OOMGUARD_SANITIZE)
     target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/sanitizer_options.cpp)
     set_source_files_properties(${PROJECT_SOURCE_DIR}/tests/support/sanitizer_options.cpp
       PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
   endif()
-  target_link_libraries(${name} PRIVATE oomguard_test_support GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${arg_LINK})
   oomguard_set_warnings(${name})
   target_precompile_headers(${name} REUSE_FROM oomguard_pch)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${arg_LABEL})
