@@ -3,10 +3,17 @@
 
   report_table.py run REPORT.json [REPORT.json ...]   per-phase peaks, one block per report
   report_table.py repeat SUMMARY.json                 failure rate and per-phase peak spread
-  report_table.py compare CUDA.json MODEL.json        real reserved peaks against the allocator
-                                                      model's prediction (run --allocator-model cuda)
+  report_table.py compare CUDA.json MODEL.json [--tolerance PCT] [--slack SIZE] [--allowance SIZE]
+      a CUDA run's measured peaks (allocated, reserved, retries) against the CPU run through the
+      allocator model (run --allocator-model cuda). With --tolerance, a figure passes when
+      CUDA - model lies within [-(PCT% of model + SLACK), ALLOWANCE + PCT% of model + SLACK]
+      (ALLOWANCE: what the CUDA side holds and the model leaves out, e.g. cuBLAS workspaces,
+      present at a phase's peak or not), retries agree when both are zero or both non-zero,
+      and both runs must end alike; exit 1 when one does not. SIZE: bytes, or with KiB, MiB, GiB.
 """
+import argparse
 import json
+import re
 import sys
 
 
@@ -50,31 +57,121 @@ def repeat_table(path):
     return head + "\n\n" + "\n".join(rows)
 
 
-def compare_table(real_path, model_path):
+SIZE = re.compile(r"^(\d+(?:\.\d+)?)(B|KiB|MiB|GiB)?$")
+UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def size(text):
+    m = SIZE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4096, 64MiB, 1.5GiB)")
+    return int(float(m.group(1)) * UNITS[m.group(2)])
+
+
+def signed_mib(n):
+    return f"{n / 2**20:+.2f} MiB"
+
+
+class Tolerance:
+    """The band CUDA - model must lie in, for one figure of one phase."""
+
+    def __init__(self, pct, slack, allowance):
+        self.pct, self.slack, self.allowance = pct, slack, allowance
+
+    def band(self, model):
+        spread = self.pct / 100 * model + self.slack
+        return -spread, self.allowance + spread
+
+    def __str__(self):
+        return (f"CUDA - model within -({self.pct:g}% of model + {mib(self.slack)}) .. "
+                f"+({mib(self.allowance)} allowance + {self.pct:g}% of model + {mib(self.slack)}); "
+                f"retries: both zero or both non-zero; outcomes equal")
+
+
+def compare_table(real_path, model_path, tolerance=None):
+    """Returns the Markdown table and the number of figures beyond tolerance (0 without one)."""
     with open(real_path) as f:
-        real = {p["name"]: p for p in json.load(f)["phases"]}
+        real_report = json.load(f)
     with open(model_path) as f:
-        model = json.load(f)["phases"]
-    rows = ["| phase | real reserved | predicted reserved | predicted - real |", "|---|---|---|---|"]
-    for p in model:
-        r = real.get(p["name"], {}).get("peak_reserved_bytes")
-        m = p.get("peak_reserved_bytes")
-        diff = "-" if r is None or m is None else f"{(m - r) / 2**20:+.2f} MiB ({100 * (m - r) / r:+.1f}%)"
-        rows.append(f"| {p['name']} | {mib(r)} | {mib(m)} | {diff} |")
-    return "\n".join(rows)
+        model_report = json.load(f)
+    real = {p["name"]: p for p in real_report["phases"]}
+    rows = ["| phase | figure | CUDA | model | CUDA - model | allowed | verdict |",
+            "|---|---|---|---|---|---|---|"]
+    bad = 0
+
+    def verdict(ok):
+        nonlocal bad
+        if tolerance is None:
+            return "-"
+        bad += 0 if ok else 1
+        return "ok" if ok else "**beyond**"
+
+    for p in model_report["phases"]:
+        r = real.get(p["name"])
+        for key, figure in (("peak_allocated_bytes", "peak allocated"),
+                            ("peak_reserved_bytes", "peak reserved")):
+            c = None if r is None else r.get(key)
+            m = p.get(key)
+            if c is None or m is None:
+                rows.append(f"| {p['name']} | {figure} | {mib(c)} | {mib(m)} | - | - "
+                            f"| {verdict(False)} (not measured) |")
+                continue
+            diff = c - m
+            share = f" ({100 * diff / m:+.1f}%)" if m else ""
+            allowed = "-"
+            ok = True
+            if tolerance is not None:
+                lo, hi = tolerance.band(m)
+                allowed = f"{signed_mib(lo)} .. {signed_mib(hi)}"
+                ok = lo <= diff <= hi
+            rows.append(f"| {p['name']} | {figure} | {mib(c)} | {mib(m)} | {signed_mib(diff)}{share} "
+                        f"| {allowed} | {verdict(ok)} |")
+        c = None if r is None else r.get("num_alloc_retries")
+        m = p.get("num_alloc_retries")
+        ok = c is not None and m is not None and (c > 0) == (m > 0)
+        rows.append(f"| {p['name']} | retries | {'-' if c is None else c} | {'-' if m is None else m} "
+                    f"| | both zero or both not | {verdict(ok)} |")
+    for name in real:
+        if name not in {p["name"] for p in model_report["phases"]}:
+            rows.append(f"| {name} | phase | measured | missing | | | {verdict(False)} |")
+    ok = real_report["outcome"] == model_report["outcome"]
+    rows.append(f"| **outcome** | | {real_report['outcome']} | {model_report['outcome']} | | equal "
+                f"| {verdict(ok)} |")
+    text = "\n".join(rows)
+    if tolerance is not None:
+        text = (f"Tolerance: {tolerance}\n\n{text}\n\n"
+                + ("**within tolerance**" if bad == 0 else f"**{bad} figure(s) beyond tolerance**"))
+    return text, bad
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("run", "repeat", "compare") or (
-            argv[1] == "compare" and len(argv) != 4):
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    if argv[1] == "run":
-        print(run_tables(argv[2:]))
-    elif argv[1] == "repeat":
-        print(repeat_table(argv[2]))
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run").add_argument("reports", nargs="+")
+    sub.add_parser("repeat").add_argument("summary")
+    compare = sub.add_parser("compare")
+    compare.add_argument("cuda")
+    compare.add_argument("model")
+    compare.add_argument("--tolerance", type=float, metavar="PCT",
+                         help="check: relative tolerance in percent of the model's figure")
+    compare.add_argument("--slack", type=size, default=0, metavar="SIZE",
+                         help="check: absolute tolerance either way (default 0)")
+    compare.add_argument("--allowance", type=size, default=0, metavar="SIZE",
+                         help="check: what CUDA may hold above the model (default 0)")
+    args = parser.parse_args(argv[1:])
+    if args.command == "run":
+        print(run_tables(args.reports))
+    elif args.command == "repeat":
+        print(repeat_table(args.summary))
     else:
-        print(compare_table(argv[2], argv[3]))
+        if args.tolerance is not None and args.tolerance < 0:
+            parser.error("--tolerance must be 0 or more")
+        tolerance = None if args.tolerance is None else Tolerance(args.tolerance, args.slack,
+                                                                  args.allowance)
+        text, bad = compare_table(args.cuda, args.model, tolerance)
+        print(text)
+        return 1 if bad else 0
     return 0
 
 

@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
 # All set-up: system packages, the pinned LibTorch (PyPI's torch wheel, in a virtual
 # environment cached outside the clone), the checkers (ci/install-tools.sh), configure and
-# build of preset cpu (OOMGUARD_PRESET picks another; OOMGUARD_BUILD_TARGETS, space-separated,
-# builds only those). Safe to run again: each step is skipped when its result is already there.
+# build of preset cpu. Safe to run again: each step is skipped when its result is already
+# there. A CUDA toolkit is not needed (DESIGN.md, "LibTorch without a CUDA toolkit").
+#   OOMGUARD_PRESET         the preset to configure and build (default cpu)
+#   OOMGUARD_BUILD_TARGETS  space-separated targets to build (default: all of the preset)
+#   OOMGUARD_SETUP=smoke    only what `oomguard run` needs: fewer packages, no checkers
+#   OOMGUARD_CUDA           auto (default): the whole wheel and the CUDA meter where a CUDA
+#                           toolkit is found, its CPU half where none is; on; off
+#   OOMGUARD_TORCH_VERSION  another torch from PyPI than the pinned one (its own venv and
+#                           build folder, build/<preset>-torch-<version>)
+#   OOMGUARD_CACHE          where venvs and ccache live (default ~/.cache/oomguard)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.15.0
+PINNED_TORCH_VERSION=$TORCH_VERSION
+[ -n "${OOMGUARD_TORCH_VERSION:-}" ] && TORCH_VERSION=$OOMGUARD_TORCH_VERSION
 CACHE=${OOMGUARD_CACHE:-$HOME/.cache/oomguard}
 VENV=$CACHE/venv-torch-$TORCH_VERSION
 PRESET=${OOMGUARD_PRESET:-cpu}
-APT_PACKAGES=(cmake ninja-build ccache g++ python3-venv libgtest-dev libbenchmark-dev
-  libspdlog-dev nlohmann-json3-dev libcli11-dev shellcheck librsvg2-bin)
+BUILD_DIR=build/$PRESET
+[ "$TORCH_VERSION" = "$PINNED_TORCH_VERSION" ] || BUILD_DIR=build/$PRESET-torch-$TORCH_VERSION
+SETUP=${OOMGUARD_SETUP:-all}
+APT_PACKAGES=(cmake ninja-build ccache g++ python3-venv libgtest-dev libspdlog-dev
+  nlohmann-json3-dev libcli11-dev)
+[ "$SETUP" = smoke ] || APT_PACKAGES+=(libbenchmark-dev shellcheck librsvg2-bin)
 
-log() { echo "[setup] $*"; }
+log() { echo "[setup $(date +%H:%M:%S)] $*"; }
+die() { echo "setup: $*" >&2; exit 2; }
+case "$SETUP" in all|smoke) ;; *) die "OOMGUARD_SETUP is '$SETUP': give all or smoke" ;; esac
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -23,30 +39,68 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
 fi
 
-if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
-  log "installing torch==$TORCH_VERSION into $VENV (downloads cached in $CACHE/pip)"
-  mkdir -p "$CACHE"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  PIP_CACHE_DIR=$CACHE/pip "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"
+# The CUDA toolkit decides which half of the wheel is linked: its CPU half needs two small
+# NVIDIA libraries (libcudart, libcupti), the whole wheel all of them (ci/torch_deps.py).
+nvcc=""
+for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+  [ -n "$d" ] && [ -x "$d/bin/nvcc" ] && { nvcc=$d/bin/nvcc; break; }
+done
+if [ -z "$nvcc" ]; then  # the first executable nvcc on PATH (command -v also names others)
+  for d in $(printf '%s' "$PATH" | tr ':' ' '); do
+    [ -x "$d/nvcc" ] && [ -f "$d/nvcc" ] && { nvcc=$d/nvcc; break; }
+  done
 fi
-log "LibTorch: torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in $VENV"
+case "${OOMGUARD_CUDA:-auto}" in
+  auto) if [ -n "$nvcc" ]; then CUDA=ON; else CUDA=OFF; fi ;;
+  on|ON) [ -n "$nvcc" ] || die "OOMGUARD_CUDA=on but no CUDA toolkit (nvcc) is found"; CUDA=ON ;;
+  off|OFF) CUDA=OFF ;;
+  *) die "OOMGUARD_CUDA is '$OOMGUARD_CUDA': give auto, on or off" ;;
+esac
+DEPS=cpu
+[ "$CUDA" = ON ] && DEPS=cuda
 
-tools=$(ci/install-tools.sh)
-log "checkers (check-jsonschema, actionlint, junitparser) in $tools"
+if [ ! -f "$VENV/.oomguard-torch-$DEPS" ]; then
+  if [ ! -f "$VENV/.oomguard-torch" ]; then
+    log "installing torch==$TORCH_VERSION into $VENV (the wheel alone, ~0.5 GB download)"
+    rm -rf "$VENV"
+    mkdir -p "$CACHE"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --no-cache-dir --no-deps "torch==$TORCH_VERSION"
+    touch "$VENV/.oomguard-torch"
+  fi
+  mapfile -t deps < <("$VENV/bin/python" ci/torch_deps.py "$DEPS")
+  log "installing what its $DEPS half needs: ${deps[*]}"
+  "$VENV/bin/pip" install -q --no-cache-dir "${deps[@]}"
+  touch "$VENV/.oomguard-torch-$DEPS"
+  [ "$DEPS" = cuda ] && touch "$VENV/.oomguard-torch-cpu"
+fi
+log "LibTorch: torch $TORCH_VERSION in $VENV ($([ "$CUDA" = ON ] &&
+  echo "whole, CUDA toolkit $nvcc" || echo "CPU half, no CUDA toolkit"))"
+
+if [ "$SETUP" = all ]; then
+  tools=$(ci/install-tools.sh)
+  log "checkers (check-jsonschema, actionlint, junitparser) in $tools"
+fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_BASEDIR=$PWD
-if [ ! -f "build/$PRESET/build.ninja" ]; then
-  log "configuring preset $PRESET"
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  log "configuring preset $PRESET in $BUILD_DIR"
   # Kept in the cache: a later plain `cmake --preset` finds the same LibTorch.
-  cmake --preset "$PRESET" -DOOMGUARD_TORCH_PYTHON="$VENV/bin/python" >/dev/null
+  cmake --preset "$PRESET" -B "$BUILD_DIR" -DOOMGUARD_TORCH_PYTHON="$VENV/bin/python" \
+    -DOOMGUARD_CUDA="$CUDA" >/dev/null
 fi
-log "building preset $PRESET"
 targets=()
 for t in ${OOMGUARD_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
-cmake --build --preset "$PRESET" -j "$(nproc)" "${targets[@]}"
+log "building ${OOMGUARD_BUILD_TARGETS:-preset $PRESET} in $BUILD_DIR"
+if [ "$BUILD_DIR" = "build/$PRESET" ]; then
+  cmake --build --preset "$PRESET" -j "$(nproc)" "${targets[@]}"
+else
+  cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"
+fi
+log "done"

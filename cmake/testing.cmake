@@ -46,9 +46,22 @@ endif()
 #   the tests' own (the fixtures and the CLI pin it);
 # - OOMGUARD_SEED_COUNTER_DIR: the per-test seed counters;
 # - OOMGUARD_TOOLS_BIN: the checkers, empty where there are none;
-# - OOMGUARD_DEVICE=cpu: the GoogleTest layer's meter is the CPU tracker even on a GPU
-#   machine, as the CPU tests expect (the *Cuda tests build their CUDA meter themselves).
-set(OOMGUARD_TEST_ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" "OOMGUARD_DEVICE=cpu"
+# - OOMGUARD_DEVICE: the device of the suite, OOMGUARD_TEST_DEVICE: cpu by default, so the
+#   GoogleTest layer and `oomguard run` measure the CPU even on a GPU machine, as the CPU tests
+#   expect (the *Cuda tests build their CUDA meter themselves); cuda where the environment
+#   said OOMGUARD_DEVICE=cuda when the build was configured (the GPU jobs): the *Cuda tests
+#   then fail, instead of skipping, where no device is usable.
+if(DEFINED ENV{OOMGUARD_DEVICE} AND NOT "$ENV{OOMGUARD_DEVICE}" STREQUAL "")
+  set(_oomguard_test_device "$ENV{OOMGUARD_DEVICE}")
+else()
+  set(_oomguard_test_device cpu)
+endif()
+set(OOMGUARD_TEST_DEVICE ${_oomguard_test_device} CACHE STRING
+  "OOMGUARD_DEVICE of every test: cpu, cuda or auto (default: the environment's at the first configure, else cpu)")
+if(NOT OOMGUARD_TEST_DEVICE MATCHES "^(cpu|cuda|auto)$")
+  message(FATAL_ERROR "OOMGUARD_TEST_DEVICE is '${OOMGUARD_TEST_DEVICE}': give cpu, cuda or auto")
+endif()
+set(OOMGUARD_TEST_ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" "OOMGUARD_DEVICE=${OOMGUARD_TEST_DEVICE}"
   "OOMGUARD_SEED_COUNTER_DIR=${OOMGUARD_SEED_COUNTER_DIR}" "OOMGUARD_TOOLS_BIN=${OOMGUARD_TOOLS_BIN}")
 
 # Call once, after the directory's last test: sets OOMGUARD_TEST_ENVIRONMENT on its add_test

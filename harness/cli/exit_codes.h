@@ -7,5 +7,6 @@ constexpr int kExitBudget = 1;       // a phase exceeded its budget; a repeat ha
 constexpr int kExitUsage = 2;        // bad usage or config: nothing ran
 constexpr int kExitOom = 3;          // out of memory, real or emulated
 constexpr int kExitInterrupted = 4;  // SIGINT or SIGTERM
+constexpr int kExitDeviceError = 5;  // a CUDA error other than out-of-memory; report written
 
 }  // namespace oomguard::cli

@@ -1,5 +1,10 @@
-// oomguard: the command line. Only the cli/ files turn errors into exit codes.
+// oomguard: the command line. Every option of every command is declared here, the one file
+// that compiles CLI11 (it costs ~12 s of compilation per file that uses it). Only the cli/
+// files turn errors into exit codes.
+#include <cstdint>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
@@ -9,6 +14,156 @@
 #include "harness/cli/repeat_command.h"
 #include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
+#include <oomguard/memory/cards.h>
+
+namespace oomguard::cli {
+
+void add_run_options(CLI::App& app, RunArgs& args) {
+  app.add_option("--config", args.config_file, "JSON config; the embedded default otherwise")
+      ->check(CLI::ExistingFile);
+  app.add_option("--set", args.sets, "override one key, e.g. --set train.steps=10 (repeatable)");
+  app.add_option(
+      "--disable-guard",
+      args.disabled_guards,
+      "switch a guard off to reproduce its bug: no_grad_eval, truncate, max_new_tokens, kv_cap, "
+      "grad_checkpoint, empty_cache or all (repeatable)");
+  app.add_option("--seed", args.seed, "seed for data, init and sampling")
+      ->check(CLI::Range(int64_t{0}, int64_t{4294967295}));
+  app.add_option("--device", args.device,
+                 "auto (CUDA when a device is visible), cpu or cuda; default: OOMGUARD_DEVICE, "
+                 "else auto")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  auto* capacity = app.add_option(
+      "--capacity", args.capacity, "emulated card capacity, e.g. 512MiB or 14.75GiB");
+  std::vector<std::string> cards;
+  for (const auto& c : memory::card_profiles())
+    cards.push_back(c.name);
+  app.add_option(
+         "--card", args.card, "emulated card profile (on a bigger GPU: its memory fraction)")
+      ->check(CLI::IsMember(cards))
+      ->excludes(capacity);
+  app.add_option("--report", args.report_file, "write the JSON report here");
+  app.add_flag(
+      "--fail-on-retry",
+      args.fail_on_retry,
+      "fail a phase in which the CUDA allocator had to free its cache and retry (a near-OOM)");
+  app.add_option(
+      "--trace",
+      args.trace_file,
+      "record every allocation and free of a CPU run here (JSON Lines), for oomguard replay");
+  app.add_option(
+         "--allocator-model",
+         args.allocator_model,
+         "cuda: on CPU, pass every allocation through a model of the CUDA caching allocator "
+         "(memory.alloc_conf applies): reserved memory is predicted and the emulated card fails "
+         "where that allocator would, fragmentation included")
+      ->check(CLI::IsMember({"none", "cuda"}));
+  app.add_option(
+      "--snapshot",
+      args.snapshot_file,
+      "write the run as a PyTorch memory snapshot pickle (CPU runs): its allocations through the "
+      "caching-allocator model (memory.alloc_conf, the card), for PyTorch's memory viewer");
+  app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
+  app.add_flag(
+      "--print-budgets",
+      args.print_budgets,
+      "print the run's budgets per device and card as a budgets file (oomguard.budgets/1): "
+      "cpu the config's, cuda:CARD those plus the card's cuBLAS workspaces; then exit");
+}
+
+void add_replay_options(CLI::App& app, ReplayArgs& args) {
+  app.add_option(
+         "trace",
+         args.trace_file,
+         "a trace written by oomguard run --trace, or a PyTorch memory snapshot "
+         "(torch.cuda.memory._dump_snapshot, torch::cuda::_memory_snapshot_pickled)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  std::vector<std::string> cards;
+  for (const auto& c : memory::card_profiles())
+    cards.push_back(c.name);
+  app.add_option(
+         "--card",
+         args.cards,
+         "the card to predict: its total, less the CUDA context, is what the allocator can get "
+         "(repeatable: one replay per card)")
+      ->check(CLI::IsMember(cards));
+  app.add_option(
+      "--capacity",
+      args.capacities,
+      "the most the process may reserve, e.g. 14GiB, as with a memory fraction (repeatable)");
+  app.add_option(
+      "--alloc-conf",
+      args.alloc_confs,
+      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True; "
+      "repeatable: every setting on every card, side by side (default: none; for a snapshot, "
+      "the settings it was recorded with)");
+  app.add_option(
+      "--torch-version",
+      args.torch_version,
+      "the LibTorch whose allocator to model, e.g. 1.13 (default: the one oomguard was built "
+      "with; versions after 2.6 behave as 2.6)");
+  app.add_option("--report", args.report_file, "write the JSON report here");
+  app.add_option(
+      "--export-snapshot",
+      args.export_snapshot,
+      "write the (first) replay as a PyTorch memory snapshot pickle, for PyTorch's memory viewer "
+      "and python -m torch.cuda._memory_viz");
+}
+
+void add_plot_options(CLI::App& app, PlotArgs& args) {
+  app.add_option(
+         "input",
+         args.input,
+         "a trace (oomguard run --trace) or a PyTorch memory snapshot, replayed through the "
+         "caching-allocator model for the reserved line; a replay report (its trace, card and "
+         "settings); or a repeat summary (repeat --report): each seed's peak per phase against "
+         "its budget")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("-o,--output", args.output, "the picture: FILE.svg, or FILE.html (the same SVG)")
+      ->required();
+  app.add_option(
+         "--run-report",
+         args.run_report,
+         "the run's report (oomguard run --report): its phase budgets and card are drawn")
+      ->check(CLI::ExistingFile);
+  std::vector<std::string> cards;
+  for (const auto& c : memory::card_profiles())
+    cards.push_back(c.name);
+  auto* card = app.add_option("--card", args.card, "the card whose capacity is drawn and modelled")
+                   ->check(CLI::IsMember(cards));
+  app.add_option("--capacity", args.capacity, "a capacity to draw and model instead, e.g. 120MiB")
+      ->excludes(card);
+  app.add_option(
+      "--alloc-conf",
+      args.alloc_conf,
+      "caching-allocator settings for the reserved line (default: none; a snapshot's own)");
+}
+
+void check_run_args(const std::vector<std::string>& run_args) {
+  CLI::App parser{"run options"};
+  RunArgs args;
+  add_run_options(parser, args);
+  std::vector<std::string> reversed(run_args.rbegin(), run_args.rend());
+  try {
+    parser.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw run::ConfigError(std::string("run options: ") + e.what());
+  }
+  for (const char* owned : {"--seed", "--report", "--print-config", "--print-budgets"}) {
+    if (parser.count(owned) > 0)
+      throw run::ConfigError(
+          std::string("repeat: ") + owned + " belongs to repeat, not to the runs it starts");
+  }
+  if (!args.trace_file.empty() || !args.snapshot_file.empty())
+    throw run::ConfigError(
+        std::string("repeat: ") + (args.trace_file.empty() ? "--snapshot" : "--trace") +
+        " would have every run write the same file; record one run with oomguard run");
+  resolve_run(args);
+}
+
+}  // namespace oomguard::cli
 
 int main(int argc, char** argv) {
   using namespace oomguard::cli;

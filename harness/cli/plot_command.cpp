@@ -104,35 +104,6 @@ nlohmann::json json_document(const std::string& path) {
 
 }  // namespace
 
-void add_plot_options(CLI::App& app, PlotArgs& args) {
-  app.add_option(
-         "input",
-         args.input,
-         "a trace (oomguard run --trace) or a PyTorch memory snapshot, replayed through the "
-         "caching-allocator model for the reserved line; a replay report (its trace, card and "
-         "settings); or a repeat summary (repeat --report): each seed's peak per phase against "
-         "its budget")
-      ->required()
-      ->check(CLI::ExistingFile);
-  app.add_option("-o,--output", args.output, "the picture: FILE.svg, or FILE.html (the same SVG)")
-      ->required();
-  app.add_option(
-         "--run-report",
-         args.run_report,
-         "the run's report (oomguard run --report): its phase budgets and card are drawn")
-      ->check(CLI::ExistingFile);
-  std::vector<std::string> cards;
-  for (const auto& c : memory::card_profiles())
-    cards.push_back(c.name);
-  auto* card = app.add_option("--card", args.card, "the card whose capacity is drawn and modelled")
-                   ->check(CLI::IsMember(cards));
-  app.add_option("--capacity", args.capacity, "a capacity to draw and model instead, e.g. 120MiB")
-      ->excludes(card);
-  app.add_option(
-      "--alloc-conf",
-      args.alloc_conf,
-      "caching-allocator settings for the reserved line (default: none; a snapshot's own)");
-}
 
 int plot_command(const PlotArgs& args) {
   const auto start = std::chrono::steady_clock::now();

@@ -2,7 +2,10 @@
 // `oomguard plot`: memory over a run as a picture (SVG, or the SVG in an HTML page).
 #include <string>
 
-#include <CLI/CLI.hpp>
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace oomguard::cli {
 
@@ -10,6 +13,8 @@ struct PlotArgs {
   std::string input, output, run_report, card, capacity, alloc_conf, torch_version;
 };
 
+// Declares `oomguard plot`'s options on `app`, filling `args` (harness/cli/main.cpp, the one
+// file that compiles CLI11).
 void add_plot_options(CLI::App& app, PlotArgs& args);
 
 // Writes the picture; returns the exit code (0; bad input throws run::ConfigError).

@@ -21,6 +21,7 @@
 #include "harness/atomic_file.h"
 #include "harness/cli/run_command.h"
 #include "harness/interrupt.h"
+#include <oomguard/memory/cuda_meter.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/repeat/flake_stats.h"
 #include "harness/repeat/summary.h"
@@ -56,28 +57,6 @@ void parse_shard(const std::string& text, repeat::Plan& plan) {
     throw run::ConfigError("--shard " + text + ": need K >= 1 and 0 <= I < K");
 }
 
-// Parses the run options repeat passes on, exactly as `run` would, and validates them.
-void check_run_args(const std::vector<std::string>& run_args) {
-  CLI::App parser{"run options"};
-  RunArgs args;
-  add_run_options(parser, args);
-  std::vector<std::string> reversed(run_args.rbegin(), run_args.rend());
-  try {
-    parser.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    throw run::ConfigError(std::string("run options: ") + e.what());
-  }
-  for (const char* owned : {"--seed", "--report", "--print-config"}) {
-    if (parser.count(owned) > 0)
-      throw run::ConfigError(
-          std::string("repeat: ") + owned + " belongs to repeat, not to the runs it starts");
-  }
-  if (!args.trace_file.empty() || !args.snapshot_file.empty())
-    throw run::ConfigError(
-        std::string("repeat: ") + (args.trace_file.empty() ? "--snapshot" : "--trace") +
-        " would have every run write the same file; record one run with oomguard run");
-  resolve_run(args);
-}
 
 pid_t spawn_run(const std::vector<std::string>& argv, const fs::path& log) {
   posix_spawn_file_actions_t actions;
@@ -172,6 +151,24 @@ void print_summary(const Summary& summary) {
   }
 }
 
+// Whether `oomguard run` with these arguments measures a CUDA device: --device cuda, or no
+// --device and OOMGUARD_DEVICE cuda, or auto (either way) with a usable device.
+bool runs_on_cuda(const std::vector<std::string>& run_args) {
+  std::string device;
+  for (size_t i = 0; i < run_args.size(); ++i) {
+    if (run_args[i] == "--device" && i + 1 < run_args.size())
+      device = run_args[i + 1];
+    else if (run_args[i].rfind("--device=", 0) == 0)
+      device = run_args[i].substr(9);
+  }
+  const char* env = std::getenv("OOMGUARD_DEVICE");
+  if (device.empty() && env != nullptr)
+    device = env;
+  if (device == "cuda")
+    return true;
+  return device != "cpu" && memory::cuda_meter_built() && memory::cuda_device_count() > 0;
+}
+
 int finish(const Summary& summary, const std::string& report_file, const std::string& junit_file) {
   print_summary(summary);
   if (!report_file.empty())
@@ -212,6 +209,12 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
     plan.run_args.push_back(
         "run.threads=" + std::to_string(std::max<int64_t>(1, cores / args.jobs)));
   }
+  if (args.jobs > 1 && runs_on_cuda(plan.run_args))
+    throw run::ConfigError(
+        "repeat --jobs " + std::to_string(args.jobs) +
+        " on CUDA: the runs would share one GPU, each capped at the emulated card by a memory "
+        "fraction of its own, so together they could hold more than the card and each sees "
+        "the others' memory; use --jobs 1 on a GPU");
   check_run_args(plan.run_args);
   check_writable(args.report_file, "--report");
   check_writable(args.junit_file, "--junit");

@@ -15,6 +15,10 @@ struct RepeatArgs {
   std::vector<std::string> run_args;  // passed to every `oomguard run`
 };
 
+// Parses the run options repeat passes on, exactly as `run` would, and validates them;
+// throws run::ConfigError naming what is wrong (harness/cli/main.cpp).
+void check_run_args(const std::vector<std::string>& run_args);
+
 // `program` is how oomguard was invoked (argv[0]), for the reproduce commands.
 int repeat_command(const RepeatArgs& args, const std::string& program);
 

@@ -228,45 +228,6 @@ Input read_input(const std::string& path) {
   return input;
 }
 
-void add_replay_options(CLI::App& app, ReplayArgs& args) {
-  app.add_option(
-         "trace",
-         args.trace_file,
-         "a trace written by oomguard run --trace, or a PyTorch memory snapshot "
-         "(torch.cuda.memory._dump_snapshot, torch::cuda::_memory_snapshot_pickled)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  std::vector<std::string> cards;
-  for (const auto& c : memory::card_profiles())
-    cards.push_back(c.name);
-  app.add_option(
-         "--card",
-         args.cards,
-         "the card to predict: its total, less the CUDA context, is what the allocator can get "
-         "(repeatable: one replay per card)")
-      ->check(CLI::IsMember(cards));
-  app.add_option(
-      "--capacity",
-      args.capacities,
-      "the most the process may reserve, e.g. 14GiB, as with a memory fraction (repeatable)");
-  app.add_option(
-      "--alloc-conf",
-      args.alloc_confs,
-      "caching-allocator settings (PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True; "
-      "repeatable: every setting on every card, side by side (default: none; for a snapshot, "
-      "the settings it was recorded with)");
-  app.add_option(
-      "--torch-version",
-      args.torch_version,
-      "the LibTorch whose allocator to model, e.g. 1.13 (default: the one oomguard was built "
-      "with; versions after 2.6 behave as 2.6)");
-  app.add_option("--report", args.report_file, "write the JSON report here");
-  app.add_option(
-      "--export-snapshot",
-      args.export_snapshot,
-      "write the (first) replay as a PyTorch memory snapshot pickle, for PyTorch's memory viewer "
-      "and python -m torch.cuda._memory_viz");
-}
 
 // Every card, then every capacity, each with every allocator setting in the order given.
 std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int version) {

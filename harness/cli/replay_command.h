@@ -5,10 +5,13 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 
 #include <oomguard/sim/snapshot.h>
 #include <oomguard/sim/trace.h>
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace oomguard::cli {
 
@@ -21,6 +24,8 @@ struct ReplayArgs {
   std::string torch_version;  // X.Y of the allocator to model; empty: this build's LibTorch
 };
 
+// Declares `oomguard replay`'s options on `app`, filling `args` (harness/cli/main.cpp, the one
+// file that compiles CLI11).
 void add_replay_options(CLI::App& app, ReplayArgs& args);
 
 // What `replay` and `plot` read: the trace, and for a snapshot its device and settings.

@@ -19,8 +19,10 @@
 #include "harness/memory/start_again.h"
 #include <oomguard/sim/alloc_conf.h>
 #include <oomguard/memory/cards.h>
+#include <oomguard/memory/cuda_meter.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/memory/sizes.h>
+#include "harness/run/cuda_budget.h"
 #include "harness/run/smoke_run.h"
 #include <oomguard/sim/replay.h>
 #include <oomguard/sim/snapshot_export.h>
@@ -79,31 +81,87 @@ std::string disabled_guards(const run::Guards& guards) {
   return off.empty() ? "none" : off;
 }
 
-// auto takes CUDA when this build has the CUDA meter and a device is visible.
+// auto takes CUDA when this build has the CUDA meter and a device is visible. Without
+// --device, OOMGUARD_DEVICE says which (as it does for the GoogleTest layer).
 std::string resolve_device(const std::string& asked) {
+  std::string device = asked;
+  std::string source = "--";
+  const char* env = std::getenv("OOMGUARD_DEVICE");
+  if (asked.empty() && env != nullptr && *env != '\0') {
+    device = env;
+    source = "OOMGUARD_DEVICE: ";
+  }
+  if (device.empty())
+    device = "auto";
   try {
-    return memory::resolve_device(asked);
+    return memory::resolve_device(device);
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(std::string("--") + e.what());
+    throw run::ConfigError(source + e.what());
   }
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
+
+// Allocator settings under which a CUDA run's figures would not be the card's: throws
+// run::ConfigError naming why. `conf` is memory.alloc_conf, or the environment's settings.
+// - garbage_collection_threshold acts only under a memory fraction (CUDACachingAllocator.cpp:
+//   `set_fraction && garbage_collection_threshold() > 0`), and an emulated card is a memory
+//   fraction: the run would collect garbage where the real card, without one, never does;
+// - backend:cudaMallocAsync leaves the native allocator's statistics untouched
+//   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
+void refuse_unmeasurable_alloc_conf(std::string conf, bool emulated_card) {
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') {
+      conf = value;
+      break;
+    }
+  }
+  std::string compact;
+  for (const char c : conf)
+    if (c != ' ')
+      compact += c;
+  const std::string padded = "," + compact + ",";
+  if (emulated_card && padded.find(",garbage_collection_threshold:") != std::string::npos)
+    throw run::ConfigError(
+        "allocator setting garbage_collection_threshold on an emulated card: the card is "
+        "emulated by a memory fraction, and the allocator collects garbage only under one, so "
+        "this run would free cache where the real card never does; drop the setting, or run "
+        "without --card/--capacity on the card itself");
+  if (padded.find(",backend:cudaMallocAsync,") != std::string::npos)
+    throw run::ConfigError(
+        "allocator setting backend:cudaMallocAsync: its statistics have no allocator retries "
+        "or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard cannot check "
+        "this run's near-OOMs; measure with the native allocator (drop backend)");
+}
 
 // The caching allocator reads its settings from the environment once, possibly as early as
 // when LibTorch loads. So memory.alloc_conf goes into the environment and the process starts
 // again with it (execv does not return); a value already there is respected.
 void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::DeviceReport& d) {
   const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
-  // The variable this LibTorch reads first, then the older one it still reads (2.9+).
-  const char* variable = sim::alloc_conf_variable(torch);
-  const char* env = std::getenv(variable);
-  if (env == nullptr) {
-    variable = "PYTORCH_CUDA_ALLOC_CONF";
-    env = std::getenv(variable);
+  // Every variable this LibTorch reads the settings from (2.9+: two); they must agree.
+  const char* variable = nullptr;
+  const char* env = nullptr;
+  bool all_set = true;
+  for (const char* name : sim::alloc_conf_variables(torch)) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+      all_set = false;
+      continue;
+    }
+    if (env != nullptr && std::string(env) != value)
+      throw run::ConfigError(
+          std::string(variable) + "=" + env + " and " + name + "=" + value +
+          " disagree: LibTorch 2.9's CUDA allocator reads only the first, later ones read it "
+          "first and their device-generic settings the second; give both one value");
+    if (env == nullptr) {
+      variable = name;
+      env = value;
+    }
   }
   const char* ours = std::getenv(kAllocConfFromConfig);
-  if (env != nullptr && *env != '\0') {
+  if (env != nullptr) {
     d.alloc_conf = env;
     d.alloc_conf_source = ours != nullptr && d.alloc_conf == ours ? "config" : "environment";
     try {
@@ -116,6 +174,13 @@ void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::De
       log::warn(
           std::string(variable) + "=" + d.alloc_conf + " from the environment is used; " +
           "memory.alloc_conf=" + config.alloc_conf + " is not");
+    // One variable of two given (2.9+): the process starts again with both, or 2.9's CUDA
+    // allocator would not see a PYTORCH_ALLOC_CONF alone.
+    if (!all_set) {
+      if (args.argv == nullptr)
+        throw std::logic_error("allocator settings need the process's arguments to start again");
+      memory::start_again_with_alloc_conf(d.alloc_conf, args.argv);
+    }
     return;
   }
   if (config.alloc_conf.empty()) {
@@ -126,8 +191,42 @@ void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::De
     throw std::logic_error("memory.alloc_conf needs the process's arguments to start again");
   log::info(
       std::string("memory.alloc_conf: starting again with ") + sim::alloc_conf_variable(torch) +
-      "=" + config.alloc_conf);
+      (sim::alloc_conf_variables(torch).size() > 1 ? " and PYTORCH_ALLOC_CONF" : "") + "=" +
+      config.alloc_conf);
   memory::start_again_with_alloc_conf(config.alloc_conf, args.argv, kAllocConfFromConfig);
+}
+
+constexpr const char* kWorkspaceFromCard = "OOMGUARD_CUBLAS_WORKSPACE_CONFIG_FROM_CARD";
+
+// The config's budgets are CPU figures; a CUDA run also holds the cuBLAS workspaces of the
+// card it stands for (run::cuda_budget). Emulating a card whose workspace size differs from
+// the device's, the process starts again with CUBLAS_WORKSPACE_CONFIG set to the card's, so
+// the device allocates what the card would (a user's own CUBLAS_WORKSPACE_CONFIG is kept).
+std::vector<run::BudgetRule> cuda_budget_rules(const RunArgs& args) {
+  const int device_sm = memory::cuda_compute_capability(0);
+  const int card_sm = args.card.empty() ? 0 : memory::find_card(args.card).compute_capability;
+  const char* env = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const char* ours = std::getenv(kWorkspaceFromCard);
+  const bool is_ours = env != nullptr && ours != nullptr && std::string(env) == ours;
+  run::CudaBudget budget;
+  try {
+    budget = run::cuda_budget(device_sm, card_sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+                              env != nullptr ? env : "", is_ours);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(e.what());
+  }
+  if (!budget.workspace_config_to_set.empty()) {
+    if (args.argv == nullptr)
+      throw std::logic_error("CUBLAS_WORKSPACE_CONFIG needs the process's arguments to start again");
+    log::info("--card " + args.card + ": starting again with CUBLAS_WORKSPACE_CONFIG=" +
+              budget.workspace_config_to_set + " (the card's cuBLAS workspace, not this device's)");
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", budget.workspace_config_to_set.c_str(), 1);
+    ::setenv(kWorkspaceFromCard, budget.workspace_config_to_set.c_str(), 1);
+    memory::start_again(args.argv);
+  }
+  for (const auto& rule : budget.rules)
+    log::info("budgets: + " + rule.name + " " + memory::format_size(rule.bytes) + ": " + rule.detail);
+  return budget.rules;
 }
 
 }  // namespace
@@ -153,51 +252,6 @@ int64_t parse_capacity(const std::string& text) {
   return bytes;
 }
 
-void add_run_options(CLI::App& app, RunArgs& args) {
-  app.add_option("--config", args.config_file, "JSON config; the embedded default otherwise")
-      ->check(CLI::ExistingFile);
-  app.add_option("--set", args.sets, "override one key, e.g. --set train.steps=10 (repeatable)");
-  app.add_option(
-      "--disable-guard",
-      args.disabled_guards,
-      "switch a guard off to reproduce its bug: no_grad_eval, truncate, max_new_tokens, kv_cap, "
-      "grad_checkpoint, empty_cache or all (repeatable)");
-  app.add_option("--seed", args.seed, "seed for data, init and sampling")
-      ->check(CLI::Range(int64_t{0}, int64_t{4294967295}));
-  app.add_option("--device", args.device, "auto (CUDA when a device is visible), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  auto* capacity = app.add_option(
-      "--capacity", args.capacity, "emulated card capacity, e.g. 512MiB or 14.75GiB");
-  std::vector<std::string> cards;
-  for (const auto& c : memory::card_profiles())
-    cards.push_back(c.name);
-  app.add_option(
-         "--card", args.card, "emulated card profile (on a bigger GPU: its memory fraction)")
-      ->check(CLI::IsMember(cards))
-      ->excludes(capacity);
-  app.add_option("--report", args.report_file, "write the JSON report here");
-  app.add_flag(
-      "--fail-on-retry",
-      args.fail_on_retry,
-      "fail a phase in which the CUDA allocator had to free its cache and retry (a near-OOM)");
-  app.add_option(
-      "--trace",
-      args.trace_file,
-      "record every allocation and free of a CPU run here (JSON Lines), for oomguard replay");
-  app.add_option(
-         "--allocator-model",
-         args.allocator_model,
-         "cuda: on CPU, pass every allocation through a model of the CUDA caching allocator "
-         "(memory.alloc_conf applies): reserved memory is predicted and the emulated card fails "
-         "where that allocator would, fragmentation included")
-      ->check(CLI::IsMember({"none", "cuda"}));
-  app.add_option(
-      "--snapshot",
-      args.snapshot_file,
-      "write the run as a PyTorch memory snapshot pickle (CPU runs): its allocations through the "
-      "caching-allocator model (memory.alloc_conf, the card), for PyTorch's memory viewer");
-  app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
-}
 
 ResolvedRun resolve_run(const RunArgs& args) {
   nlohmann::json overrides = nlohmann::json::object();
@@ -220,7 +274,16 @@ ResolvedRun resolve_run(const RunArgs& args) {
           " bytes, generate.prompts needs " + std::to_string(g.prompts) +
           "; lower generate.prompts or generate.prompt_length");
   }
+  // Settings a CUDA run cannot measure faithfully are refused before the device is looked
+  // for, so that the refusal reads the same on every machine.
+  const bool emulated = !args.card.empty() || !args.capacity.empty();
+  const char* env_device = std::getenv("OOMGUARD_DEVICE");
+  if (args.device == "cuda" || (args.device.empty() && env_device != nullptr &&
+                                std::string(env_device) == "cuda"))
+    refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   resolved.device = resolve_device(args.device);
+  if (resolved.device == "cuda")
+    refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
@@ -298,6 +361,13 @@ int run_command(const RunArgs& args) {
     std::cout << config.resolved.dump(2) << "\n";
     return kExitPass;
   }
+  if (args.print_budgets) {
+    std::cout << run::budgets_document({{"train", config.budgets.train},
+                                        {"evaluate", config.budgets.evaluate},
+                                        {"generate", config.budgets.generate}},
+                                       {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+    return kExitPass;
+  }
   check_writable(args.report_file, "--report");
 
   run::RunOptions options;
@@ -308,6 +378,7 @@ int run_command(const RunArgs& args) {
   options.device.card = args.card;
   if (resolved.device == "cuda") {
     apply_alloc_conf(args, config, options.device);  // may start the process again
+    options.budget_rules = cuda_budget_rules(args);  // may start the process again
   } else if (!config.alloc_conf.empty()) {
     options.device.alloc_conf = config.alloc_conf;
     options.device.alloc_conf_source = "config";
@@ -425,6 +496,10 @@ int run_command(const RunArgs& args) {
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }
+  if (report.device_error) {
+    log::error("CUDA error (not out of memory) in phase " + report.device_error->phase + ": " +
+               report.device_error->message);
+  }
   if (report.outcome == memory::PhaseStatus::kInterrupted) {
     log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);
   }
@@ -443,6 +518,8 @@ int run_command(const RunArgs& args) {
     return kExitOom;
   if (report.outcome == memory::PhaseStatus::kInterrupted)
     return kExitInterrupted;
+  if (report.outcome == memory::PhaseStatus::kDeviceError)
+    return kExitDeviceError;
   return report.outcome == memory::PhaseStatus::kPass ? kExitPass : kExitBudget;
 }
 

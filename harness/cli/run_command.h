@@ -5,21 +5,25 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 
 #include "harness/run/config.h"
 #include <oomguard/sim/caching_allocator.h>
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace oomguard::cli {
 
 struct RunArgs {
-  std::string config_file, report_file, capacity, card, device = "auto";
+  std::string config_file, report_file, capacity, card, device;  // device "": OOMGUARD_DEVICE or auto
   std::string trace_file;                // record the CPU meter's allocations here
   std::string snapshot_file;             // the run as a PyTorch memory snapshot (CPU runs)
   std::string allocator_model = "none";  // none, or cuda: the caching-allocator model
   std::vector<std::string> sets, disabled_guards;
   int64_t seed = 0;
   bool print_config = false;
+  bool print_budgets = false;
   bool fail_on_retry = false;
   // The process's own arguments: a run that must put memory.alloc_conf into the environment
   // before LibTorch starts re-executes itself with them.
@@ -27,6 +31,8 @@ struct RunArgs {
 };
 
 // Declares run's options on `app` (the run subcommand, or repeat's parser for its run options).
+// Declares `oomguard run`'s options on `app`, filling `args` (harness/cli/main.cpp, the one
+// file that compiles CLI11).
 void add_run_options(CLI::App& app, RunArgs& args);
 
 struct ResolvedRun {

@@ -31,9 +31,11 @@ void apply_alloc_conf(char** argv) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("OOMGUARD_ALLOC_CONF: ") + e.what());
   }
-  const char* current = std::getenv(oomguard::sim::alloc_conf_variable(torch));
-  if (current == nullptr || std::string(current) != wanted)
-    oomguard::memory::start_again_with_alloc_conf(wanted, argv);
+  for (const char* variable : oomguard::sim::alloc_conf_variables(torch)) {
+    const char* current = std::getenv(variable);
+    if (current == nullptr || std::string(current) != wanted)
+      oomguard::memory::start_again_with_alloc_conf(wanted, argv);
+  }
 }
 
 }  // namespace

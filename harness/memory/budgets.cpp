@@ -195,6 +195,8 @@ const char* to_string(PhaseStatus status) {
       return "interrupted";
     case PhaseStatus::kNotRun:
       return "not_run";
+    case PhaseStatus::kDeviceError:
+      return "device_error";
   }
   return "not_run";
 }

@@ -20,13 +20,16 @@ const std::vector<CardProfile>& card_profiles() {
       {"t4",
        GiB(14.75),
        kContextReserve,
-       "Colab/Kaggle T4s report 14.75 GiB; some images report 15.75 GiB: use --capacity"},
-      {"a100-40", GiB(39.50), kContextReserve, "as its OOM message prints it"},
-      {"a100-80", GiB(79.25), kContextReserve, "as its OOM message prints it"},
+       "Colab/Kaggle T4s report 14.75 GiB; some images report 15.75 GiB: use --capacity",
+       75},
+      {"a100-40", GiB(39.50), kContextReserve, "as its OOM message prints it", 80},
+      {"a100-80", GiB(79.25), kContextReserve, "as its OOM message prints it", 80},
       {"h200",
-       143771 * kMiB,
+       143156 * kMiB,
        kContextReserve,
-       "nvidia-smi's 143771 MiB; not yet measured through PyTorch"},
+       "torch.cuda.get_device_properties on an H200: total_memory 143156 MiB (139.80 GiB); "
+       "nvidia-smi's 143771 MiB is more than PyTorch can see",
+       90},
   };
   return profiles;
 }

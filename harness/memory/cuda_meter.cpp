@@ -1,6 +1,8 @@
 #include <oomguard/memory/cuda_meter.h>
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -26,6 +28,11 @@ using AllocatorDevice = int;
 // moved namespace in 2.5 but kept its value, so the literal serves every version.
 constexpr size_t kAggregate = 0;
 
+// "12.8" from CUDA's 12080.
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(status));
@@ -39,6 +46,42 @@ bool cuda_meter_built() {
 
 int cuda_device_count() {
   return static_cast<int>(torch::cuda::device_count());
+}
+
+std::string cuda_unavailable_reason() {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);  // 0 when no driver is loaded
+  cudaRuntimeGetVersion(&runtime);
+  if (driver == 0)
+    return "no NVIDIA driver is loaded (libcuda.so.1 or the kernel module is missing)";
+  // CUDA's minor-version compatibility lets a driver of the same major run a newer minor
+  // runtime; a driver of an older major cannot (the oldest driver of each major: NVIDIA's
+  // CUDA Toolkit release notes, table 3).
+  if (driver / 1000 < runtime / 1000) {
+    const char* needs = runtime / 1000 >= 13 ? "580.65.06" : "525.60.13";
+    return "the NVIDIA driver supports CUDA " + cuda_version_text(driver) +
+           " and this LibTorch is built for CUDA " + cuda_version_text(runtime) +
+           ": it needs driver " + needs +
+           " or newer, or a torch wheel built for the driver's CUDA (README, GPU runners)";
+  }
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess)
+    return std::string("CUDA cannot start: ") + cudaGetErrorString(status);
+  if (count == 0 || cuda_device_count() == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return std::string("no CUDA device is visible (CUDA_VISIBLE_DEVICES ") +
+           (visible ? std::string("is '") + visible + "'" : std::string("is unset")) + ")";
+  }
+  return "";
+}
+
+int cuda_compute_capability(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return 0;
+  return major * 10 + minor;
 }
 
 CudaMeter::CudaMeter(int device) : device_(device) {

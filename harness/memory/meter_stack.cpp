@@ -56,13 +56,8 @@ std::string resolve_device(const std::string& asked) {
   if (asked != "auto" && asked != "cuda")
     throw std::invalid_argument("device " + asked + ": expected auto, cpu or cuda");
   const bool usable = cuda_meter_built() && cuda_device_count() > 0;
-  if (asked == "cuda" && !cuda_meter_built())
-    throw std::invalid_argument(
-        "device cuda: this oomguard was built against a CPU-only LibTorch; rebuild against a "
-        "LibTorch with CUDA, or use cpu");
   if (asked == "cuda" && !usable)
-    throw std::invalid_argument(
-        "device cuda: no CUDA device is visible (driver, CUDA_VISIBLE_DEVICES); use cpu or auto");
+    throw std::invalid_argument("device cuda: " + cuda_unavailable_reason() + "; or use cpu");
   return usable ? "cuda" : "cpu";
 }
 

@@ -15,15 +15,24 @@
 namespace oomguard::memory {
 
 void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
-  const char* variable = sim::alloc_conf_variable({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
-  ::setenv(variable, conf.c_str(), 1);
+  const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  for (const char* variable : sim::alloc_conf_variables(torch))
+    ::setenv(variable, conf.c_str(), 1);
+  const char* variable = sim::alloc_conf_variable(torch);
   if (marker != nullptr)
     ::setenv(marker, conf.c_str(), 1);
+  try {
+    start_again(argv);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(
+        std::string("cannot start again with ") + variable + "=" + conf + ": " + e.what());
+  }
+}
+
+void start_again(char** argv) {
   std::fflush(nullptr);
   ::execv("/proc/self/exe", argv);
-  throw std::runtime_error(
-      std::string("cannot start again with ") + variable + "=" + conf + ": " +
-      std::strerror(errno));
+  throw std::runtime_error(std::string("execv: ") + std::strerror(errno));
 }
 
 }  // namespace oomguard::memory

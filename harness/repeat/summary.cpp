@@ -20,7 +20,7 @@ int severity(const Iteration& it) {
     return 1;
   if (it.outcome == "oom")
     return 2;
-  return 3;  // error, interrupted: no figures to trust
+  return 3;  // error, interrupted, device_error: no figures to trust
 }
 
 double pressure(const Iteration& it) {

@@ -37,6 +37,8 @@ bool run_phase(
     Body&& body) {
   PhaseReport& phase = report.phases.emplace_back();
   phase.memory.name = name;
+  for (const auto& rule : options.budget_rules)
+    budget += rule.bytes;
   phase.budget_bytes = budget;
   // kOom or kInterrupted when the phase ended the run
   std::optional<memory::PhaseStatus> ended;
@@ -50,6 +52,14 @@ bool run_phase(
       report.oom = make_oom_report(name, e);
     } catch (const Interrupted&) {
       ended = memory::PhaseStatus::kInterrupted;
+    } catch (const c10::Error& e) {
+      // On CUDA a LibTorch error that is not an OOM is the device's (an illegal access, a
+      // cuBLAS or driver failure): the run ends here and its report says where. On CPU it
+      // is a bug, and propagates.
+      if (options.device.type != "cuda")
+        throw;
+      ended = memory::PhaseStatus::kDeviceError;
+      report.device_error = OomReport{name, -1, e.what_without_backtrace()};
     }
   }
   if (ended) {
@@ -82,6 +92,7 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
   report.seed = options.seed;
   report.device = options.device;
   report.capacity_bytes = options.capacity_bytes;
+  report.budget_rules = options.budget_rules;
   report.config = config.resolved;
   report.guards = config.guards;
   try {
@@ -205,6 +216,12 @@ nlohmann::json to_json(const RunReport& report) {
         {"requested_bytes", report.oom->requested_bytes},
         {"message", report.oom->message}};
   }
+  nlohmann::json rules = nlohmann::json::array();
+  for (const BudgetRule& r : report.budget_rules)
+    rules.push_back({{"name", r.name}, {"bytes", r.bytes}, {"detail", r.detail}});
+  nlohmann::json device_error = nullptr;
+  if (report.device_error)
+    device_error = {{"phase", report.device_error->phase}, {"message", report.device_error->message}};
   return {
       {"schema", "oomguard.report/1"},
       {"outcome", memory::to_string(report.outcome)},
@@ -216,6 +233,8 @@ nlohmann::json to_json(const RunReport& report) {
       {"guards", guards},
       {"config", report.config},
       {"phases", phases},
+      {"budget_rules", rules},
+      {"device_error", device_error},
       {"oom", oom}};
 }
 

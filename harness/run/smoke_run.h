@@ -12,6 +12,7 @@
 #include <oomguard/memory/meter.h>
 #include <oomguard/memory/phase_scope.h>
 #include "harness/run/config.h"
+#include "harness/run/cuda_budget.h"
 
 namespace oomguard::run {
 
@@ -42,13 +43,17 @@ struct DeviceReport {
 
 struct RunReport {
   // kPass, kBudgetExceeded, kNearOom (allocator retries under --fail-on-retry), kOom,
-  // kInterrupted: the worst of its phases
+  // kInterrupted, kDeviceError: the worst of its phases
   memory::PhaseStatus outcome = memory::PhaseStatus::kPass;
   uint64_t seed = 0;
   DeviceReport device;
   int64_t capacity_bytes = 0;
   std::vector<PhaseReport> phases;
   std::optional<OomReport> oom;
+  // A CUDA error other than out-of-memory that ended the run: its phase and message.
+  std::optional<OomReport> device_error;
+  // What was added to the config's (CPU) budgets for this device (CUDA: cuBLAS workspaces).
+  std::vector<BudgetRule> budget_rules;
   Guards guards;
   nlohmann::json config;
 };
@@ -60,6 +65,8 @@ struct RunOptions {
   // A phase in which the allocator had to free its cache and retry is a near-OOM: always
   // logged and reported; with this set it also fails the phase (status near_oom).
   bool fail_on_retry = false;
+  // Added to every phase's budget from the config, each with its bytes (cuda_budget()).
+  std::vector<BudgetRule> budget_rules;
   // Called after each phase ends, with its report (logging, test assertions).
   std::function<void(const PhaseReport&)> on_phase;
 };

@@ -140,8 +140,14 @@ void validate_alloc_conf(std::string_view conf, TorchVersion torch) {
   }
 }
 
-const char* alloc_conf_variable(TorchVersion torch) {
-  return torch.number() >= 209 ? "PYTORCH_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
+const char* alloc_conf_variable(TorchVersion) {
+  return "PYTORCH_CUDA_ALLOC_CONF";
+}
+
+std::vector<const char*> alloc_conf_variables(TorchVersion torch) {
+  if (torch.number() >= 209)
+    return {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  return {"PYTORCH_CUDA_ALLOC_CONF"};
 }
 
 }  // namespace oomguard::sim

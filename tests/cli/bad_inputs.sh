@@ -66,6 +66,9 @@ cases=(
   "whose pages are not segments|run --device cpu --snapshot $dir/s.pickle --set memory.alloc_conf=expandable_segments:True"
   "--export-snapshot|replay $dir/trace.jsonl --card t4 --alloc-conf expandable_segments:True --export-snapshot $dir/e.pickle"
   "--trace $dir/no/such/dir/t.jsonl|run --device cpu --trace $dir/no/such/dir/t.jsonl"
+  "garbage_collection_threshold on an emulated card|run --device cuda --card t4 --set memory.alloc_conf=garbage_collection_threshold:0.6"
+  "backend:cudaMallocAsync: its statistics have no allocator retries|run --device cuda --set memory.alloc_conf=backend:cudaMallocAsync"
+  "repeat --jobs 2 on CUDA|repeat -n 2 --jobs 2 --device cuda"
 )
 failed=0
 for c in "${cases[@]}"; do
@@ -78,6 +81,16 @@ for c in "${cases[@]}"; do
     failed=1
   else
     echo "ok: ${args[*]} -> $err"
+  fi
+done
+# The device from the environment, as the GoogleTest layer reads it: a bad one is named, and
+# cuda without a usable device says why.
+for c in "OOMGUARD_DEVICE=tpu|OOMGUARD_DEVICE: device tpu" "OOMGUARD_DEVICE=cuda|OOMGUARD_DEVICE: device cuda: "; do
+  err=$(env "${c%%|*}" "$cli" run 2>&1 >/dev/null); rc=$?
+  if [ "$rc" != 2 ] || [[ "$err" != *"${c#*|}"* ]]; then
+    echo "FAIL: ${c%%|*} oomguard run: exit $rc: $err"; failed=1
+  else
+    echo "ok: ${c%%|*} run -> $err"
   fi
 done
 exit $failed

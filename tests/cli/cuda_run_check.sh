@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cuda_run_check.sh OOMGUARD: a CUDA run on an emulated T4 with allocator settings from the
-# config. Exit 77 (ctest: skipped) where no CUDA device is visible.
+# config. Exit 77 (ctest: skipped) where no CUDA device is usable, 1 there when the suite
+# asked for CUDA (OOMGUARD_DEVICE=cuda).
 set -u
 cli=$1
 dir=$(mktemp -d)
@@ -8,8 +9,11 @@ trap 'rm -rf "$dir"' EXIT
 "$cli" run --device cuda --card t4 --set memory.alloc_conf=expandable_segments:True \
   --set train.steps=5 --report "$dir/r.json" > "$dir/out.txt" 2>&1
 rc=$?
-if [ $rc = 2 ] && grep -q "no CUDA device\|CPU-only LibTorch" "$dir/out.txt"; then
-  echo "skipped: no CUDA device"; exit 77
+if [ $rc = 2 ] && grep -q "device cuda: " "$dir/out.txt"; then
+  # A suite asked for CUDA (OOMGUARD_DEVICE=cuda, the GPU jobs) fails where it has none.
+  cat "$dir/out.txt"
+  [ "${OOMGUARD_DEVICE:-}" = cuda ] && { echo "FAIL: OOMGUARD_DEVICE=cuda and no CUDA device"; exit 1; }
+  echo "skipped: no usable CUDA device"; exit 77
 fi
 cat "$dir/out.txt"
 [ $rc = 0 ] || { echo "FAIL: exit $rc"; exit 1; }

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # snapshot_export_check.sh OOMGUARD PYTHON: snapshots oomguard writes open in PyTorch's own
 # tools. A short CPU run writes its trace and, with --snapshot, the run through the
-# caching-allocator model as a PyTorch memory snapshot; `python -m torch.cuda._memory_viz
-# stats` and `trace` (PYTHON: the torch venv's) read it and print the model's reserved bytes,
+# caching-allocator model as a PyTorch memory snapshot; PyTorch's `torch/cuda/_memory_viz.py
+# stats` and `trace` (PYTHON: the torch venv's; the package is not imported) read it and print the model's reserved bytes,
 # one cudaMalloc per segment and one allocation per alloc of the trace; imported again, it
 # replays to the same figures as the trace, reserved as recorded after every allocation.
 # Exit 77 (ctest: skipped) without a Python that has torch.
 set -u
 cli=$1 python=$2
 here=$(cd "$(dirname "$0")" && pwd)
-"$python" -c "import torch" 2>/dev/null || { echo "skipped: $python has no torch"; exit 77; }
+# PyTorch's own reader, torch/cuda/_memory_viz.py, run from the installed torch without
+# importing the package (which would load the wheel's NVIDIA libraries; the reader needs none).
+viz=$("$python" -c "import importlib.util, os; s = importlib.util.find_spec('torch'); print(os.path.join(s.submodule_search_locations[0], 'cuda', '_memory_viz.py'))" 2>/dev/null)
+[ -f "$viz" ] || { echo "skipped: $python has no torch"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$cli" run --device cpu --set train.steps=3 --card t4 --trace "$dir/t.jsonl" \
@@ -19,12 +22,16 @@ trap 'rm -rf "$dir"' EXIT
 "$cli" replay "$dir/t.jsonl" --card t4 --export-snapshot "$dir/e.pickle" > /dev/null 2>&1 || exit 1
 "$here/check_outputs.sh" "$dir/trace.json" "$dir/back.json" || exit 1
 for tool in stats trace; do
-  "$python" -W ignore -m torch.cuda._memory_viz "$tool" "$dir/s.pickle" > "$dir/$tool.txt" 2>&1 ||
+  "$python" -W ignore -c 'import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name="__main__")' \
+    "$viz" "$tool" "$dir/s.pickle" > "$dir/$tool.txt" 2>&1 ||
     { cat "$dir/$tool.txt"; echo "FAIL: _memory_viz $tool cannot read the snapshot"; exit 1; }
 done
-"$python" -W ignore - "$dir" <<'PY'
-import json, re, sys
-from torch.cuda._memory_viz import Bytes
+"$python" -W ignore - "$dir" "$viz" <<'PY'
+import importlib.util, json, re, sys
+spec = importlib.util.spec_from_file_location("_memory_viz", sys.argv[2])
+viz_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(viz_module)
+Bytes = viz_module.Bytes
 d = sys.argv[1]
 trace = json.load(open(f"{d}/trace.json"))
 back = json.load(open(f"{d}/back.json"))

@@ -6,11 +6,13 @@
 # after every allocation, whether recording began at the start or mid-run and whether
 # Python (protocol 4) or LibTorch's pickler (protocol 2, type tags) wrote them. What the
 # model cannot replay, a pickle that would run code and a truncated one exit 2 naming why.
-# Exit 77 (ctest: skipped) without a Python that has torch.
+# Exit 77 (ctest: skipped) without a Python that has torch (installed; it need not import:
+# oomguard's CPU set-up leaves out the NVIDIA libraries that importing it loads).
 set -u
 cli=$1 python=$2
 here=$(cd "$(dirname "$0")" && pwd)
-"$python" -c "import torch" 2>/dev/null || { echo "skipped: $python has no torch"; exit 77; }
+"$python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" \
+  2>/dev/null || { echo "skipped: $python has no torch"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$python" -W ignore "$here/../sim/make_snapshots.py" "$dir" || exit 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# consumer_check.sh WAY OOMGUARD_SOURCE OOMGUARD_BUILD TORCH_PREFIX: builds and runs the CharLM
+# consumer_check.sh WAY OOMGUARD_SOURCE OOMGUARD_BUILD TORCH_PREFIX [CUDA]: builds and runs the CharLM
 # project of this folder the way a team adopting oomguard would.
 #   WAY find_package:     installs OOMGUARD_BUILD to a temporary prefix, then configures
 #                         CharLM with CMAKE_PREFIX_PATH=that prefix only (the package finds
@@ -7,6 +7,10 @@
 #   WAY add_subdirectory: configures CharLM with oomguard's source tree inside it, after
 #                         CharLM found Torch itself;
 #   WAY FetchContent:     the same through FetchContent (SOURCE_DIR), oomguard finding Torch.
+# CUDA: OOMGUARD_BUILD's OOMGUARD_CUDA (default AUTO). OFF (the CPU half of LibTorch, no CUDA
+# toolkit: DESIGN.md) is passed on, and CharLM then leaves Torch to oomguard in the
+# add_subdirectory way too: without a toolkit its own find_package(Torch) cannot load the
+# wheel's config, and oomguard::torch is all it links.
 # Then: its ctest passes against budgets.json; with the evaluation bug put back
 # (CHARLM_EVAL_BUG=1) the budget assertion fails with the phase, the test, the peak, the
 # budget and what was live; accepting into a copy of the budgets rewrites exactly the peaks.
@@ -14,7 +18,7 @@
 # The project is built from scratch each time in OOMGUARD_BUILD/consumer-WAY, through ccache
 # with ci/setup.sh's settings, so a second run in the same tree compiles from the cache.
 set -euo pipefail
-way=$1 source=$2 build=$3 torch_prefix=$4
+way=$1 source=$2 build=$3 torch_prefix=$4 cuda=${5:-AUTO}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$build/consumer-$way
 rm -rf "$tmp"
@@ -43,7 +47,8 @@ case "$way" in
     ;;
   add_subdirectory|FetchContent)
     configure=(-DCHARLM_OOMGUARD_SOURCE="$source" -DCHARLM_OOMGUARD_HOW="$way"
-               -DCMAKE_PREFIX_PATH="$torch_prefix")
+               -DCMAKE_PREFIX_PATH="$torch_prefix" -DOOMGUARD_CUDA="$cuda")
+    [ "$cuda" = OFF ] && configure+=(-DCHARLM_FIND_TORCH=OFF)
     ;;
   *) echo "usage: consumer_check.sh find_package|add_subdirectory|FetchContent SOURCE BUILD TORCH_PREFIX"
      exit 2 ;;

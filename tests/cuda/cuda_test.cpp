@@ -1,10 +1,13 @@
 // The GPU path: the CUDA meter against the caching allocator, the emulated card (memory
 // fraction), the cache release, and the phases on a device. Each test is named *Cuda, carries
-// label cuda, and is skipped where no CUDA device is visible: a CPU run shows them skipped
-// while still compiling and linking all of it.
+// label cuda, and is skipped where no CUDA device is usable: a CPU run shows them skipped
+// while still compiling and linking all of it. With OOMGUARD_DEVICE=cuda they fail there
+// instead, naming why (no driver, a driver too old for this LibTorch, no device).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include <ATen/Context.h>
 #include <ATen/ops/empty.h>
@@ -13,6 +16,7 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
+#include <oomguard/gtest.h>
 #include <oomguard/memory/cuda_meter.h>
 #include "harness/run/smoke_run.h"
 #include <oomguard/models/checkpoint.h>
@@ -26,10 +30,15 @@ constexpr int64_t kMiB = 1 << 20;
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!memory::cuda_meter_built())
-      GTEST_SKIP() << "built against a CPU-only LibTorch";
-    if (memory::cuda_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device visible";
+    const std::string why = memory::cuda_unavailable_reason();
+    if (!why.empty()) {
+      // A suite asked for CUDA (OOMGUARD_DEVICE=cuda, as the GPU jobs set it) fails where it
+      // cannot have it, so a GPU job cannot pass having tested nothing.
+      const char* device = std::getenv("OOMGUARD_DEVICE");
+      if (device != nullptr && std::string(device) == "cuda")
+        GTEST_FAIL() << "OOMGUARD_DEVICE=cuda, but " << why;
+      GTEST_SKIP() << why;
+    }
     at::manual_seed(0);
     meter_ = std::make_unique<memory::CudaMeter>(0);
     meter_->set_capacity(0);
@@ -122,6 +131,24 @@ TEST_F(CudaTest, GuardedPhasesRunAndAreMeasuredCuda) {
     EXPECT_GE(p.memory.peak_reserved_bytes, p.memory.peak_allocated_bytes) << p.memory.name;
   }
   EXPECT_FALSE(report.oom.has_value());
+}
+
+// The GoogleTest layer on CUDA: with the suite's device cuda (OOMGUARD_DEVICE, as the GPU jobs
+// set it) measure() reads the caching allocator's own statistics, reserved bytes included.
+TEST_F(CudaTest, MeasureReadsTheCachingAllocatorCuda) {
+  if (testing::meters().device() != "cuda")
+    GTEST_SKIP() << "the layer's meter is " << testing::meters().device()
+                 << " (OOMGUARD_DEVICE=cuda puts it on the GPU)";
+  constexpr int64_t kBytes = 16 * kMiB;
+  const testing::PhaseResult phase = testing::measure("alloc", [] {
+    const at::Tensor t = at::empty({kBytes}, on_cuda().dtype(at::kByte));
+    EXPECT_EQ(t.nbytes(), static_cast<size_t>(kBytes));
+  });
+  EXPECT_EQ(phase.meter, "cuda");
+  EXPECT_GE(phase.growth_bytes(), kBytes);
+  EXPECT_GE(phase.peak_reserved_bytes, phase.peak_allocated_bytes);
+  EXPECT_TRUE(phase.oom.empty()) << phase.oom;
+  EXPECT_PHASE_PEAK_BELOW(phase, "1GiB");
 }
 
 }  // namespace

@@ -62,7 +62,13 @@ TEST(AllocConf, RejectsNamingTheOptionAndWhatIsAllowed) {
 TEST(AllocConf, NamesTheVariableEachVersionReadsFirst) {
   EXPECT_STREQ(alloc_conf_variable(kTorch113), "PYTORCH_CUDA_ALLOC_CONF");
   EXPECT_STREQ(alloc_conf_variable(TorchVersion{2, 8}), "PYTORCH_CUDA_ALLOC_CONF");
-  EXPECT_STREQ(alloc_conf_variable(kTorch215), "PYTORCH_ALLOC_CONF");
+  EXPECT_STREQ(alloc_conf_variable(kTorch215), "PYTORCH_CUDA_ALLOC_CONF");
+  // 2.9 and later read PYTORCH_ALLOC_CONF too (2.9's CUDA allocator does not): both are set.
+  EXPECT_EQ(alloc_conf_variables(TorchVersion{2, 8}).size(), 1U);
+  const auto both = alloc_conf_variables(TorchVersion{2, 9});
+  ASSERT_EQ(both.size(), 2U);
+  EXPECT_STREQ(both[0], "PYTORCH_CUDA_ALLOC_CONF");
+  EXPECT_STREQ(both[1], "PYTORCH_ALLOC_CONF");
 }
 
 }  // namespace

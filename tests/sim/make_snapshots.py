@@ -121,8 +121,28 @@ class TypeTagged:
         self.value, self.type_str = value, type_str
 
     def __reduce__(self):
+        return restore_type_tag_global(), (self.value, self.type_str)
+
+
+def restore_type_tag_global():
+    """torch.jit._pickle.restore_type_tag, or where torch cannot be imported (its wheel without
+    the NVIDIA libraries: oomguard's CPU set-up) a stand-in registered under the same module
+    path, which pickles as the same GLOBAL opcode: the bytes are LibTorch's either way."""
+    try:
         from torch.jit._pickle import restore_type_tag
-        return restore_type_tag, (self.value, self.type_str)
+        return restore_type_tag
+    except Exception:  # ImportError, or OSError from a missing CUDA library
+        import types
+        for name in ("torch", "torch.jit", "torch.jit._pickle"):
+            sys.modules[name] = types.ModuleType(name)
+
+        def restore_type_tag(value, type_str):
+            return value
+
+        restore_type_tag.__module__ = "torch.jit._pickle"
+        restore_type_tag.__qualname__ = "restore_type_tag"
+        sys.modules["torch.jit._pickle"].restore_type_tag = restore_type_tag
+        return restore_type_tag
 
 
 class Anything:

@@ -51,7 +51,9 @@ int64_t accepted_budget(int64_t peak_bytes, double headroom);
 int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t peak_bytes);
 
 // How a phase ended, as reports and JUnit files spell it (to_string).
-enum class PhaseStatus { kPass, kBudgetExceeded, kNearOom, kOom, kInterrupted, kNotRun };
+// kDeviceError: a CUDA error other than out-of-memory ended the phase (an illegal access, a
+// cuBLAS or driver failure): the run stops there, its report says where.
+enum class PhaseStatus { kPass, kBudgetExceeded, kNearOom, kOom, kInterrupted, kNotRun, kDeviceError };
 const char* to_string(PhaseStatus status);  // "pass", "budget_exceeded", "near_oom", ...
 // Writes to_string(status) (GoogleTest prints a status with it).
 std::ostream& operator<<(std::ostream& out, PhaseStatus status);

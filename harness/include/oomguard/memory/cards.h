@@ -11,6 +11,7 @@ struct CardProfile {
   int64_t total_bytes;    // as torch.cuda.get_device_properties / OOM messages print it
   int64_t context_bytes;  // left to the CUDA context (kernels, cuBLAS/cuDNN handles)
   std::string note;
+  int compute_capability = 0;  // 75 for sm_75: what the card's kernels and workspaces follow
 
   int64_t capacity_bytes() const { return total_bytes - context_bytes; }
 };

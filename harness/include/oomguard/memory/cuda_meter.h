@@ -1,7 +1,8 @@
 #pragma once
 // CUDA meter: the caching allocator's own statistics for one device. Compiled into every
-// build against a LibTorch with CUDA (cuda_meter.cpp) and chosen at run time; against a
-// CPU-only LibTorch, cuda_meter_none.cpp says so instead.
+// build against a whole LibTorch with CUDA and a CUDA toolkit (cuda_meter.cpp) and chosen at
+// run time; against a CPU-only LibTorch, or the CPU half of a CUDA one (no toolkit),
+// cuda_meter_none.cpp says so instead.
 #include <cstdint>
 #include <string>
 
@@ -13,6 +14,13 @@ namespace oomguard::memory {
 bool cuda_meter_built();
 // CUDA devices visible to this process: 0 without a driver, a device or CUDA in LibTorch.
 int cuda_device_count();
+// Why no CUDA device can be measured here, in one sentence that names the remedy: a build
+// without the CUDA meter (how to get one), no NVIDIA driver, a driver too old for this
+// LibTorch's CUDA (which driver it needs), no visible device. "" when one can.
+std::string cuda_unavailable_reason();
+// The compute capability of CUDA device `device` as one number (75 for sm_75); 0 when there
+// is no such device or no CUDA meter in this build.
+int cuda_compute_capability(int device);
 
 class CudaMeter final : public Meter {
  public:

@@ -24,7 +24,15 @@ std::vector<AllocOption> split_alloc_conf(std::string_view conf);
 // Throws std::invalid_argument naming the bad option and what is allowed. Empty is valid.
 void validate_alloc_conf(std::string_view conf, TorchVersion torch);
 
-// The environment variable the allocator of that LibTorch reads first.
+// The environment variable the CUDA allocator of that LibTorch reads first:
+// PYTORCH_CUDA_ALLOC_CONF in every version (c10/cuda/CUDAAllocatorConfig.h).
 const char* alloc_conf_variable(TorchVersion torch);
+
+// Every variable that LibTorch reads the allocator settings from; oomguard sets each of them
+// to the same value, which every version then reads alike. 1.13-2.8: PYTORCH_CUDA_ALLOC_CONF.
+// 2.9 and later add PYTORCH_ALLOC_CONF: 2.9's CUDA allocator ignores it while its
+// device-generic config reads it first (pytorch/pytorch#183387), and from 2.10 the CUDA
+// allocator reads it after PYTORCH_CUDA_ALLOC_CONF.
+std::vector<const char*> alloc_conf_variables(TorchVersion torch);
 
 }  // namespace oomguard::sim

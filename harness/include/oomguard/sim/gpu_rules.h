@@ -1,0 +1,46 @@
+#pragma once
+// Rules from a CPU run to a GPU one: what a CUDA run of the same code allocates through the
+// caching allocator that the CPU run never does. Each rule names the PyTorch source it comes
+// from and the LibTorch versions it holds for. No Torch.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <oomguard/sim/alloc_conf.h>
+
+namespace oomguard::sim {
+
+// cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp, getChosenWorkspaceSize and
+// getNewWorkspace): each cuBLAS handle takes one workspace through the caching allocator at
+// its first GEMM and keeps it for the life of the process. Handles are per thread and
+// device, so a training step has two: the forward thread's and autograd's backward thread's.
+// Size per handle: CUBLAS_WORKSPACE_CONFIG when set, else 32 MiB on Hopper (sm90; from
+// LibTorch 2.15 also sm100-sm120) and 4096 KiB x 2 + 16 KiB x 8 = 8,519,680 B on every other
+// card (LibTorch 1.13 to 2.15). cuBLASLt shares it (TORCH_CUBLASLT_UNIFIED_WORKSPACE, 2.15).
+struct CublasWorkspace {
+  int64_t bytes_per_handle = 0;
+  int handles = 0;
+  std::string why;  // "default for sm75", or "CUBLAS_WORKSPACE_CONFIG=:4096:8"
+
+  int64_t bytes() const { return bytes_per_handle * handles; }
+  // "2 handles x 8,519,680 B (default for sm75)"
+  std::string describe() const;
+};
+
+// Handles a training step's GEMMs use: the forward thread's and autograd's backward thread's.
+constexpr int kTrainingCublasHandles = 2;
+
+// Bytes of CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" repeated, e.g. ":4096:2:16:8" =
+// 8,519,680), as LibTorch parses it. Throws std::invalid_argument naming what is malformed.
+int64_t parse_cublas_workspace_config(std::string_view config);
+
+// The workspace of `handles` cuBLAS handles on a card of compute capability `sm` (75 for
+// sm_75) under LibTorch `torch`; `config` is CUBLAS_WORKSPACE_CONFIG ("": not set).
+CublasWorkspace cublas_workspace(int sm, TorchVersion torch, std::string_view config, int handles);
+
+// CUBLAS_WORKSPACE_CONFIG that gives a card of compute capability `sm` the default of one of
+// compute capability `emulated_sm` (":4096:2:16:8" or ":4096:8"), for emulating a card on
+// another: the real run then allocates the emulated card's workspaces.
+std::string cublas_workspace_config_for(int emulated_sm, TorchVersion torch);
+
+}  // namespace oomguard::sim

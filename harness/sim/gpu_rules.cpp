@@ -1,0 +1,88 @@
+#include <oomguard/sim/gpu_rules.h>
+
+#include <cctype>
+#include <stdexcept>
+
+namespace oomguard::sim {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+
+// Hopper's default (CublasHandlePool.cpp): sm90 from 1.13; LibTorch 2.15 gives every card of
+// major 9 to 12 the same 32 MiB (Blackwell included).
+bool has_large_default(int sm, TorchVersion torch) {
+  if (torch.number() >= 215)
+    return sm >= 90 && sm < 130;
+  return sm == 90;
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CublasWorkspace::describe() const {
+  return std::to_string(handles) + (handles == 1 ? " handle x " : " handles x ") +
+         with_commas(bytes_per_handle) + " B (" + why + ")";
+}
+
+int64_t parse_cublas_workspace_config(std::string_view config) {
+  const std::string text(config);
+  auto bad = [&](const std::string& why) {
+    throw std::invalid_argument(
+        "CUBLAS_WORKSPACE_CONFIG=" + text + ": " + why +
+        "; expected :SIZE_KiB:COUNT pairs, e.g. :4096:8 or :4096:2:16:8");
+  };
+  int64_t total = 0;
+  size_t i = 0;
+  auto number = [&]() {
+    if (i >= text.size() || text[i] != ':')
+      bad("a ':' is missing at character " + std::to_string(i + 1));
+    ++i;
+    const size_t start = i;
+    int64_t value = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
+      value = value * 10 + (text[i] - '0');
+      if (value > (int64_t{1} << 40))
+        bad("a number is too large");
+      ++i;
+    }
+    if (i == start)
+      bad("a number is missing at character " + std::to_string(start + 1));
+    return value;
+  };
+  if (text.empty())
+    bad("it is empty");
+  while (i < text.size()) {
+    const int64_t size_kib = number();
+    const int64_t count = number();
+    total += size_kib * kKiB * count;
+  }
+  return total;
+}
+
+CublasWorkspace cublas_workspace(int sm, TorchVersion torch, std::string_view config, int handles) {
+  CublasWorkspace w;
+  w.handles = handles;
+  if (!config.empty()) {
+    w.bytes_per_handle = parse_cublas_workspace_config(config);
+    w.why = "CUBLAS_WORKSPACE_CONFIG=" + std::string(config);
+    return w;
+  }
+  w.bytes_per_handle = has_large_default(sm, torch) ? 4096 * 8 * kKiB : 4096 * kKiB * 2 + 16 * kKiB * 8;
+  w.why = "default for sm" + std::to_string(sm);
+  return w;
+}
+
+std::string cublas_workspace_config_for(int emulated_sm, TorchVersion torch) {
+  return has_large_default(emulated_sm, torch) ? ":4096:8" : ":4096:2:16:8";
+}
+
+}  // namespace oomguard::sim
