@@ -65,7 +65,7 @@ DEPS=cpu
 
 if [ ! -f "$VENV/.oomguard-torch-$DEPS" ]; then
   if [ ! -f "$VENV/.oomguard-torch" ]; then
-    log "installing torch==$TORCH_VERSION into $VENV (the wheel alone, ~0.5 GB download)"
+    log "installing torch==$TORCH_VERSION into $VENV (the wheel alone, without its dependencies)"
     rm -rf "$VENV"
     mkdir -p "$CACHE"
     python3 -m venv "$VENV"
@@ -74,7 +74,8 @@ if [ ! -f "$VENV/.oomguard-torch-$DEPS" ]; then
   fi
   mapfile -t deps < <("$VENV/bin/python" ci/torch_deps.py "$DEPS")
   log "installing what its $DEPS half needs: ${deps[*]}"
-  "$VENV/bin/pip" install -q --no-cache-dir "${deps[@]}"
+  # --no-warn-conflicts: pip would list every requirement of torch left out on purpose.
+  "$VENV/bin/pip" install -q --no-cache-dir --no-warn-conflicts "${deps[@]}"
   touch "$VENV/.oomguard-torch-$DEPS"
   [ "$DEPS" = cuda ] && touch "$VENV/.oomguard-torch-cpu"
 fi

@@ -28,6 +28,7 @@ if(OOMGUARD_BUILD_CLI)  # the libraries need neither
     # Debian's compiled spdlog and fmt use the C++11 ABI: header-only, they take this one.
     add_library(oomguard_spdlog_header_only INTERFACE)
     target_link_libraries(oomguard_spdlog_header_only INTERFACE spdlog::spdlog_header_only)
+    target_compile_definitions(oomguard_spdlog_header_only INTERFACE FMT_HEADER_ONLY)
     add_library(oomguard::spdlog ALIAS oomguard_spdlog_header_only)
   elseif(spdlog_FOUND)
     add_library(oomguard::spdlog ALIAS spdlog::spdlog)
@@ -58,6 +59,7 @@ if((OOMGUARD_BUILD_GTEST OR OOMGUARD_BUILD_TESTS) AND NOT TARGET GTest::gtest)
       message(FATAL_ERROR "GoogleTest not found: install libgtest-dev (ci/setup.sh does) or "
         "run ci/vendor-deps.sh and bring third_party/ along")
     endif()
+    set(OOMGUARD_GTEST_FROM_SOURCE ON)  # not installable with oomguard's package (install.cmake)
     set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
     set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
     add_subdirectory(${_oomguard_gtest_source} ${PROJECT_BINARY_DIR}/googletest

@@ -7,8 +7,15 @@ include(CMakePackageConfigHelpers)
 set(OOMGUARD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/oomguard)
 
 set(_oomguard_installed oomguard_sim oomguard_memory)
-if(OOMGUARD_BUILD_GTEST)
+# The GoogleTest layer is installed where GoogleTest is a package the consumer finds too; one
+# built here from its sources (third_party/, or for a pre-C++11-ABI LibTorch) is not.
+set(OOMGUARD_INSTALL_GTEST OFF)
+if(OOMGUARD_BUILD_GTEST AND NOT OOMGUARD_GTEST_FROM_SOURCE)
+  set(OOMGUARD_INSTALL_GTEST ON)
   list(APPEND _oomguard_installed oomguard_gtest oomguard_gtest_main)
+elseif(OOMGUARD_BUILD_GTEST)
+  message(STATUS "oomguard: GoogleTest built from its sources: the installed package has no "
+    "oomguard::gtest or oomguard::gtest_main")
 endif()
 install(TARGETS ${_oomguard_installed} EXPORT oomguardTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
@@ -22,7 +29,7 @@ install(EXPORT oomguardTargets NAMESPACE oomguard:: DESTINATION ${OOMGUARD_INSTA
 # version (a different LibTorch is a different C++ ABI).
 set(OOMGUARD_TORCH_VERSION ${Torch_VERSION})
 set(OOMGUARD_TORCH_HINT ${Torch_DIR})
-set(OOMGUARD_HAS_GTEST ${OOMGUARD_BUILD_GTEST})
+set(OOMGUARD_HAS_GTEST ${OOMGUARD_INSTALL_GTEST})
 configure_package_config_file(cmake/oomguardConfig.cmake.in
   ${PROJECT_BINARY_DIR}/oomguardConfig.cmake INSTALL_DESTINATION ${OOMGUARD_INSTALL_CMAKEDIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/oomguardConfigVersion.cmake
