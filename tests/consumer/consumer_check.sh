@@ -31,6 +31,9 @@ if command -v ccache > /dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_DIR=${CCACHE_DIR:-${OOMGUARD_CACHE:-$HOME/.cache/oomguard}/ccache}
   export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  # Paths relative to the build folder: the add_subdirectory and FetchContent builds (folders
+  # of the same depth and layout) share their objects.
+  export CCACHE_BASEDIR=$source
 fi
 
 case "$way" in
