@@ -13,8 +13,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "${1:-}" != --inside ]; then
-  if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
-    echo "check-no-toolkit: needs root and unshare(1) to hide the CUDA toolkit; skipped" >&2
+  if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null ||
+     ! unshare --mount --propagation private true 2>/dev/null; then
+    echo "check-no-toolkit: needs root, unshare(1) and mount namespaces to hide the CUDA" \
+      "toolkit; skipped" >&2
     exit 77
   fi
   exec unshare --mount --propagation private -- "$0" --inside "$@"
@@ -22,8 +24,14 @@ fi
 shift
 
 empty=$(mktemp -d /tmp/oomguard-no-toolkit-empty.XXXXXX)
+hide() {  # hide WHAT: an empty folder or file bind-mounted over it; 77 where that is refused
+  mount --bind "$2" "$1" 2>/dev/null || {
+    echo "check-no-toolkit: cannot bind-mount over $1 (no mount permission); skipped" >&2
+    exit 77
+  }
+}
 for d in /usr/local/cuda*; do
-  [ -d "$d" ] && [ ! -L "$d" ] && mount --bind "$empty" "$d"
+  if [ -d "$d" ] && [ ! -L "$d" ]; then hide "$d" "$empty"; fi
 done
 # Wrappers that call into the toolkit from elsewhere on PATH (/usr/local/bin/nvcc) too:
 # covered by an empty, non-executable file.
@@ -31,7 +39,7 @@ done
 chmod 644 "$empty.file"
 for dir in $(printf '%s' "$PATH" | tr ':' ' '); do
   for tool in nvcc ptxas nvlink fatbinary cudafe++ bin2c __nvcc_device_query; do
-    [ -f "$dir/$tool" ] && mount --bind "$empty.file" "$dir/$tool"
+    if [ -f "$dir/$tool" ]; then hide "$dir/$tool" "$empty.file"; fi
   done
 done
 unset CUDA_HOME CUDA_PATH CUDACXX LIBRARY_PATH CPATH
@@ -54,7 +62,10 @@ echo "[no-toolkit] ${cmd[*]} in a fresh clone of $(git -C "$here" rev-parse --sh
   "HOME empty, no CUDA toolkit"
 start=$(date +%s)
 rc=0
-(cd "$work/clone" && env -u OOMGUARD_CACHE -u CCACHE_DIR HOME="$work/home" "${cmd[@]}") || rc=$?
+# As a new user's shell: none of oomguard's settings or caches of the caller's.
+(cd "$work/clone" && env -u OOMGUARD_CACHE -u CCACHE_DIR -u OOMGUARD_CUDA -u OOMGUARD_DEVICE \
+  -u OOMGUARD_TORCH_VERSION -u OOMGUARD_PRESET -u OOMGUARD_SETUP -u OOMGUARD_BUILD_TARGETS \
+  -u LD_LIBRARY_PATH HOME="$work/home" "${cmd[@]}") || rc=$?
 seconds=$(( $(date +%s) - start ))
 size=$(du -sh "$work/home" | cut -f1)
 echo "[no-toolkit] exit $rc in $((seconds / 60)) min $((seconds % 60)) s; under HOME: $size" \

@@ -54,14 +54,16 @@ if [ -z "$nvcc" ]; then  # the first executable nvcc on PATH (command -v also na
     [ -x "$d/nvcc" ] && [ -f "$d/nvcc" ] && { nvcc=$d/nvcc; break; }
   done
 fi
+# CUDA: what CMake's OOMGUARD_CUDA is given (AUTO finds the same toolkit, and finds one
+# installed later when configured again); DEPS: which half of the wheel's libraries to install.
 case "${OOMGUARD_CUDA:-auto}" in
-  auto) if [ -n "$nvcc" ]; then CUDA=ON; else CUDA=OFF; fi ;;
+  auto|AUTO) CUDA=AUTO ;;
   on|ON) [ -n "$nvcc" ] || die "OOMGUARD_CUDA=on but no CUDA toolkit (nvcc) is found"; CUDA=ON ;;
   off|OFF) CUDA=OFF ;;
   *) die "OOMGUARD_CUDA is '$OOMGUARD_CUDA': give auto, on or off" ;;
 esac
 DEPS=cpu
-[ "$CUDA" = ON ] && DEPS=cuda
+[ "$CUDA" != OFF ] && [ -n "$nvcc" ] && DEPS=cuda
 
 if [ ! -f "$VENV/.oomguard-torch-$DEPS" ]; then
   if [ ! -f "$VENV/.oomguard-torch" ]; then
@@ -72,15 +74,20 @@ if [ ! -f "$VENV/.oomguard-torch-$DEPS" ]; then
     "$VENV/bin/pip" install -q --no-cache-dir --no-deps "torch==$TORCH_VERSION"
     touch "$VENV/.oomguard-torch"
   fi
-  mapfile -t deps < <("$VENV/bin/python" ci/torch_deps.py "$DEPS")
-  log "installing what its $DEPS half needs: ${deps[*]}"
-  # --no-warn-conflicts: pip would list every requirement of torch left out on purpose.
-  "$VENV/bin/pip" install -q --no-cache-dir --no-warn-conflicts "${deps[@]}"
+  listed=$("$VENV/bin/python" ci/torch_deps.py "$DEPS")  # a failure stops set-up here
+  mapfile -t deps <<< "$listed"
+  if [ -n "$listed" ]; then
+    log "installing what its $DEPS half needs: ${deps[*]}"
+    # --no-warn-conflicts: pip would list every requirement of torch left out on purpose.
+    "$VENV/bin/pip" install -q --no-cache-dir --no-warn-conflicts "${deps[@]}"
+  else
+    log "its $DEPS half needs nothing more on this machine"
+  fi
   touch "$VENV/.oomguard-torch-$DEPS"
   [ "$DEPS" = cuda ] && touch "$VENV/.oomguard-torch-cpu"
 fi
-log "LibTorch: torch $TORCH_VERSION in $VENV ($([ "$CUDA" = ON ] &&
-  echo "whole, CUDA toolkit $nvcc" || echo "CPU half, no CUDA toolkit"))"
+log "LibTorch: torch $TORCH_VERSION in $VENV ($([ "$DEPS" = cuda ] &&
+  echo "whole, CUDA toolkit $nvcc" || echo "CPU half: OOMGUARD_CUDA=$CUDA, toolkit ${nvcc:-none}"))"
 
 if [ "$SETUP" = all ]; then
   tools=$(ci/install-tools.sh)
@@ -90,12 +97,12 @@ fi
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_BASEDIR=$PWD
-if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  log "configuring preset $PRESET in $BUILD_DIR"
-  # Kept in the cache: a later plain `cmake --preset` finds the same LibTorch.
-  cmake --preset "$PRESET" -B "$BUILD_DIR" -DOOMGUARD_TORCH_PYTHON="$VENV/bin/python" \
-    -DOOMGUARD_CUDA="$CUDA" >/dev/null
-fi
+# Configured every time (seconds when nothing changed): a toolkit or the checkers installed
+# since the last set-up are then found (the smoke command's set-up has no checkers).
+log "configuring preset $PRESET in $BUILD_DIR"
+# Kept in the cache: a later plain `cmake --preset` finds the same LibTorch.
+cmake --preset "$PRESET" -B "$BUILD_DIR" -DOOMGUARD_TORCH_PYTHON="$VENV/bin/python" \
+  -DOOMGUARD_CUDA="$CUDA" >/dev/null
 targets=()
 for t in ${OOMGUARD_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
 log "building ${OOMGUARD_BUILD_TARGETS:-preset $PRESET} in $BUILD_DIR"

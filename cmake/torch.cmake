@@ -82,6 +82,10 @@ endif()
 if(NOT OOMGUARD_TORCH_CPU_ONLY)
   set(OOMGUARD_TORCH_CPU_ONLY FALSE)
 endif()
+if(OOMGUARD_CUDA STREQUAL "ON" AND NOT TORCH_CUDA_LIBRARIES)
+  message(FATAL_ERROR "OOMGUARD_CUDA=ON, but the LibTorch in ${Torch_DIR} has no CUDA: no "
+    "CUDA meter could be built; use a LibTorch with CUDA (PyPI's torch wheel)")
+endif()
 message(STATUS "oomguard: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
 include(oomguardTorch)
 

@@ -110,7 +110,8 @@ constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 // - backend:cudaMallocAsync leaves the native allocator's statistics untouched
 //   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
 void refuse_unmeasurable_alloc_conf(std::string conf, bool emulated_card) {
-  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+  for (const char* name :
+       sim::alloc_conf_variables({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})) {
     const char* value = std::getenv(name);
     if (value != nullptr && *value != '\0') {
       conf = value;

@@ -66,7 +66,7 @@ std::string cuda_unavailable_reason() {
   }
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess)
+  if (status != cudaSuccess && status != cudaErrorNoDevice)
     return std::string("CUDA cannot start: ") + cudaGetErrorString(status);
   if (count == 0 || cuda_device_count() == 0) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

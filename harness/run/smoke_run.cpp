@@ -25,6 +25,16 @@ OomReport make_oom_report(const std::string& phase, const c10::OutOfMemoryError&
   return {phase, requested, std::move(message)};
 }
 
+// Whether a LibTorch error message is a CUDA device's: C10_CUDA_CHECK ("CUDA error: ..."),
+// TORCH_CUDABLAS_CHECK ("CUDA error: CUBLAS_STATUS_..."), cuDNN's and cuBLASLt's checks.
+bool is_device_error(const std::string& message) {
+  for (const char* mark : {"CUDA error", "CUBLAS_STATUS", "cuBLAS", "cuDNN", "CUDNN_STATUS",
+                           "CUDA driver error", "NCCL"})
+    if (message.find(mark) != std::string::npos)
+      return true;
+  return false;
+}
+
 // Runs `body` as phase `name` inside a PhaseScope; returns false when it ended the run: an
 // OOM (recorded in the report) or an interruption.
 template <typename Body>
@@ -53,10 +63,10 @@ bool run_phase(
     } catch (const Interrupted&) {
       ended = memory::PhaseStatus::kInterrupted;
     } catch (const c10::Error& e) {
-      // On CUDA a LibTorch error that is not an OOM is the device's (an illegal access, a
-      // cuBLAS or driver failure): the run ends here and its report says where. On CPU it
-      // is a bug, and propagates.
-      if (options.device.type != "cuda")
+      // On CUDA, an error of the device (an illegal access, a cuBLAS, cuDNN or driver
+      // failure; LibTorch's CUDA checks name CUDA, cuBLAS, CUBLAS or cuDNN in the message)
+      // ends the run here and its report says where. Anything else is a bug, and propagates.
+      if (options.device.type != "cuda" || !is_device_error(e.what_without_backtrace()))
         throw;
       ended = memory::PhaseStatus::kDeviceError;
       report.device_error = OomReport{name, -1, e.what_without_backtrace()};

@@ -63,7 +63,10 @@ int64_t parse_cublas_workspace_config(std::string_view config) {
   while (i < text.size()) {
     const int64_t size_kib = number();
     const int64_t count = number();
-    total += size_kib * kKiB * count;
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(size_kib * kKiB, count, &bytes) ||
+        __builtin_add_overflow(total, bytes, &total))
+      bad("more bytes than a 64-bit count holds");
   }
   return total;
 }

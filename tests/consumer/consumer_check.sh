@@ -43,6 +43,14 @@ case "$way" in
     [ -f "$tmp/prefix/lib/cmake/oomguard/oomguardConfig.cmake" ] || fail "no oomguardConfig.cmake"
     [ -f "$tmp/prefix/include/oomguard/gtest.h" ] || fail "no <oomguard/gtest.h>"
     [ -x "$tmp/prefix/bin/oomguard" ] || fail "no oomguard executable"
+    # The installed CLI runs from its prefix (it finds the LibTorch it was built with): it
+    # replays and draws a trace recorded by the build's own CLI.
+    "$build/bin/oomguard" run --device cpu --set train.steps=2 --trace "$tmp/t.jsonl" \
+      > "$tmp/trace-run.txt" 2>&1 || { cat "$tmp/trace-run.txt"; fail "recording a trace"; }
+    "$tmp/prefix/bin/oomguard" replay "$tmp/t.jsonl" --card t4 > "$tmp/replay.txt" 2>&1 ||
+      { cat "$tmp/replay.txt"; fail "the installed oomguard cannot replay a trace"; }
+    "$tmp/prefix/bin/oomguard" plot "$tmp/t.jsonl" --card t4 -o "$tmp/t.svg" > "$tmp/plot.txt" 2>&1 &&
+      [ -s "$tmp/t.svg" ] || { cat "$tmp/plot.txt"; fail "the installed oomguard cannot plot a trace"; }
     if find "$tmp/prefix/include" -name '*.h' | xargs grep -l '"harness/\|"data/\|"models/' ; then
       fail "an installed header includes a private one"
     fi

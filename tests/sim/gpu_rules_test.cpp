@@ -12,11 +12,12 @@ namespace {
 constexpr TorchVersion kTorch210{2, 10};
 constexpr TorchVersion kTorch215{2, 15};
 
-TEST(CublasWorkspace, ParsesTheConfigAsLibTorchDoes) {
+TEST(CublasWorkspace, SumsTheConfigAsLibTorchDoesAndRefusesWhatItCannotParse) {
   EXPECT_EQ(parse_cublas_workspace_config(":4096:2:16:8"), 8519680);  // the pre-Hopper default
   EXPECT_EQ(parse_cublas_workspace_config(":4096:8"), 32 << 20);      // Hopper's
   EXPECT_EQ(parse_cublas_workspace_config(":16:8"), 16 * 1024 * 8);
-  for (const char* bad : {"", "4096:8", ":4096", ":4096:", ":a:1", ":4096:8:", ":4096;8"})
+  for (const char* bad : {"", "4096:8", ":4096", ":4096:", ":a:1", ":4096:8:", ":4096;8",
+                          ":1000000000:1000000000"})
     EXPECT_THROW(parse_cublas_workspace_config(bad), std::invalid_argument) << bad;
   try {
     parse_cublas_workspace_config(":4096");

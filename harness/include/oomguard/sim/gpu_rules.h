@@ -31,7 +31,8 @@ struct CublasWorkspace {
 constexpr int kTrainingCublasHandles = 2;
 
 // Bytes of CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" repeated, e.g. ":4096:2:16:8" =
-// 8,519,680), as LibTorch parses it. Throws std::invalid_argument naming what is malformed.
+// 8,519,680), summed as LibTorch sums it. Stricter than LibTorch, which falls back to its
+// default on what it cannot parse: throws std::invalid_argument naming what is malformed.
 int64_t parse_cublas_workspace_config(std::string_view config);
 
 // The workspace of `handles` cuBLAS handles on a card of compute capability `sm` (75 for
