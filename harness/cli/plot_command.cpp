@@ -104,7 +104,6 @@ nlohmann::json json_document(const std::string& path) {
 
 }  // namespace
 
-
 int plot_command(const PlotArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   const bool html = args.output.size() > 5 && args.output.substr(args.output.size() - 5) == ".html";

@@ -2,7 +2,6 @@
 // `oomguard plot`: memory over a run as a picture (SVG, or the SVG in an HTML page).
 #include <string>
 
-
 namespace CLI {
 class App;
 }  // namespace CLI

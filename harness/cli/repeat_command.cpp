@@ -57,7 +57,6 @@ void parse_shard(const std::string& text, repeat::Plan& plan) {
     throw run::ConfigError("--shard " + text + ": need K >= 1 and 0 <= I < K");
 }
 
-
 pid_t spawn_run(const std::vector<std::string>& argv, const fs::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

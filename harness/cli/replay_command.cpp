@@ -228,7 +228,6 @@ Input read_input(const std::string& path) {
   return input;
 }
 
-
 // Every card, then every capacity, each with every allocator setting in the order given.
 std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int version) {
   std::vector<Setting> devices;

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-
 #include <oomguard/sim/snapshot.h>
 #include <oomguard/sim/trace.h>
 

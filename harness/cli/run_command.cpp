@@ -110,8 +110,7 @@ constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 // - backend:cudaMallocAsync leaves the native allocator's statistics untouched
 //   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
 void refuse_unmeasurable_alloc_conf(std::string conf, bool emulated_card) {
-  for (const char* name :
-       sim::alloc_conf_variables({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})) {
+  for (const char* name : sim::alloc_conf_variables({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})) {
     const char* value = std::getenv(name);
     if (value != nullptr && *value != '\0') {
       conf = value;
@@ -211,22 +210,29 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunArgs& args) {
   const bool is_ours = env != nullptr && ours != nullptr && std::string(env) == ours;
   run::CudaBudget budget;
   try {
-    budget = run::cuda_budget(device_sm, card_sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-                              env != nullptr ? env : "", is_ours);
+    budget = run::cuda_budget(
+        device_sm,
+        card_sm,
+        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+        env != nullptr ? env : "",
+        is_ours);
   } catch (const std::invalid_argument& e) {
     throw run::ConfigError(e.what());
   }
   if (!budget.workspace_config_to_set.empty()) {
     if (args.argv == nullptr)
-      throw std::logic_error("CUBLAS_WORKSPACE_CONFIG needs the process's arguments to start again");
-    log::info("--card " + args.card + ": starting again with CUBLAS_WORKSPACE_CONFIG=" +
-              budget.workspace_config_to_set + " (the card's cuBLAS workspace, not this device's)");
+      throw std::logic_error(
+          "CUBLAS_WORKSPACE_CONFIG needs the process's arguments to start again");
+    log::info(
+        "--card " + args.card + ": starting again with CUBLAS_WORKSPACE_CONFIG=" +
+        budget.workspace_config_to_set + " (the card's cuBLAS workspace, not this device's)");
     ::setenv("CUBLAS_WORKSPACE_CONFIG", budget.workspace_config_to_set.c_str(), 1);
     ::setenv(kWorkspaceFromCard, budget.workspace_config_to_set.c_str(), 1);
     memory::start_again(args.argv);
   }
   for (const auto& rule : budget.rules)
-    log::info("budgets: + " + rule.name + " " + memory::format_size(rule.bytes) + ": " + rule.detail);
+    log::info(
+        "budgets: + " + rule.name + " " + memory::format_size(rule.bytes) + ": " + rule.detail);
   return budget.rules;
 }
 
@@ -253,7 +259,6 @@ int64_t parse_capacity(const std::string& text) {
   return bytes;
 }
 
-
 ResolvedRun resolve_run(const RunArgs& args) {
   nlohmann::json overrides = nlohmann::json::object();
   if (!args.config_file.empty())
@@ -279,8 +284,8 @@ ResolvedRun resolve_run(const RunArgs& args) {
   // for, so that the refusal reads the same on every machine.
   const bool emulated = !args.card.empty() || !args.capacity.empty();
   const char* env_device = std::getenv("OOMGUARD_DEVICE");
-  if (args.device == "cuda" || (args.device.empty() && env_device != nullptr &&
-                                std::string(env_device) == "cuda"))
+  if (args.device == "cuda" ||
+      (args.device.empty() && env_device != nullptr && std::string(env_device) == "cuda"))
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   resolved.device = resolve_device(args.device);
   if (resolved.device == "cuda")
@@ -363,10 +368,11 @@ int run_command(const RunArgs& args) {
     return kExitPass;
   }
   if (args.print_budgets) {
-    std::cout << run::budgets_document({{"train", config.budgets.train},
-                                        {"evaluate", config.budgets.evaluate},
-                                        {"generate", config.budgets.generate}},
-                                       {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+    std::cout << run::budgets_document(
+        {{"train", config.budgets.train},
+         {"evaluate", config.budgets.evaluate},
+         {"generate", config.budgets.generate}},
+        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
     return kExitPass;
   }
   check_writable(args.report_file, "--report");
@@ -498,8 +504,9 @@ int run_command(const RunArgs& args) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }
   if (report.device_error) {
-    log::error("CUDA error (not out of memory) in phase " + report.device_error->phase + ": " +
-               report.device_error->message);
+    log::error(
+        "CUDA error (not out of memory) in phase " + report.device_error->phase + ": " +
+        report.device_error->message);
   }
   if (report.outcome == memory::PhaseStatus::kInterrupted) {
     log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);

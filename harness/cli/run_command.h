@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-
 #include "harness/run/config.h"
 #include <oomguard/sim/caching_allocator.h>
 
@@ -16,7 +15,8 @@ class App;
 namespace oomguard::cli {
 
 struct RunArgs {
-  std::string config_file, report_file, capacity, card, device;  // device "": OOMGUARD_DEVICE or auto
+  std::string config_file, report_file, capacity, card,
+      device;                            // device "": OOMGUARD_DEVICE or auto
   std::string trace_file;                // record the CPU meter's allocations here
   std::string snapshot_file;             // the run as a PyTorch memory snapshot (CPU runs)
   std::string allocator_model = "none";  // none, or cuda: the caching-allocator model

@@ -6,9 +6,10 @@
 
 namespace oomguard::memory {
 
-// Puts `conf` into every settings variable of this LibTorch (sim::alloc_conf_variables), and also into `marker` when it is
-// not null (so the process knows the value came from it), then replaces the process with
-// itself run on `argv`. Does not return; throws std::runtime_error when it cannot start again.
+// Puts `conf` into every settings variable of this LibTorch (sim::alloc_conf_variables), and also
+// into `marker` when it is not null (so the process knows the value came from it), then replaces
+// the process with itself run on `argv`. Does not return; throws std::runtime_error when it cannot
+// start again.
 [[noreturn]] void start_again_with_alloc_conf(
     const std::string& conf, char** argv, const char* marker = nullptr);
 

@@ -14,8 +14,12 @@ int64_t CudaBudget::extra_bytes() const {
   return total;
 }
 
-CudaBudget cuda_budget(int device_sm, int card_sm, sim::TorchVersion torch,
-                       std::string_view env_config, bool config_is_ours) {
+CudaBudget cuda_budget(
+    int device_sm,
+    int card_sm,
+    sim::TorchVersion torch,
+    std::string_view env_config,
+    bool config_is_ours) {
   CudaBudget budget;
   const int target_sm = card_sm > 0 ? card_sm : device_sm;
   const int handles = sim::kTrainingCublasHandles;
@@ -45,15 +49,16 @@ CudaBudget cuda_budget(int device_sm, int card_sm, sim::TorchVersion torch,
   return budget;
 }
 
-std::string budgets_document(const std::vector<std::pair<std::string, int64_t>>& phases,
-                             sim::TorchVersion torch) {
+std::string budgets_document(
+    const std::vector<std::pair<std::string, int64_t>>& phases, sim::TorchVersion torch) {
   auto quoted = [](const std::string& text) { return "\"" + text + "\""; };
-  std::string out = "{\n  \"schema\": \"oomguard.budgets/1\",\n  \"budgets\": {\n"
-                    "    \"oomguard.run\": {\n";
+  std::string out =
+      "{\n  \"schema\": \"oomguard.budgets/1\",\n  \"budgets\": {\n"
+      "    \"oomguard.run\": {\n";
   for (size_t p = 0; p < phases.size(); ++p) {
     const auto& [phase, cpu] = phases[p];
-    out += "      " + quoted(phase) + ": {" + quoted("cpu") + ": " +
-           quoted(memory::format_size(cpu));
+    out +=
+        "      " + quoted(phase) + ": {" + quoted("cpu") + ": " + quoted(memory::format_size(cpu));
     for (const auto& card : memory::card_profiles()) {
       const CudaBudget b = cuda_budget(card.compute_capability, 0, torch, "", false);
       out += ", " + quoted("cuda:" + card.name) + ": " +

@@ -31,13 +31,17 @@ struct CudaBudget {
 // standing for a card of `card_sm` (0: the device itself), under LibTorch `torch`, with
 // CUBLAS_WORKSPACE_CONFIG `env_config` ("" unset). `config_is_ours`: that value was set by
 // oomguard for the card (a run started again), not by the user.
-CudaBudget cuda_budget(int device_sm, int card_sm, sim::TorchVersion torch,
-                       std::string_view env_config, bool config_is_ours);
+CudaBudget cuda_budget(
+    int device_sm,
+    int card_sm,
+    sim::TorchVersion torch,
+    std::string_view env_config,
+    bool config_is_ours);
 
 // The default run's budgets as data (oomguard.budgets/1, test "oomguard.run"), per device and
 // card: `cpu` the config's figures, `cuda:<card>` those plus cuda_budget() of each known card
 // on itself, rounded up to what format_size prints. `phases`: name -> CPU budget, in order.
-std::string budgets_document(const std::vector<std::pair<std::string, int64_t>>& phases,
-                             sim::TorchVersion torch);
+std::string budgets_document(
+    const std::vector<std::pair<std::string, int64_t>>& phases, sim::TorchVersion torch);
 
 }  // namespace oomguard::run

@@ -28,8 +28,14 @@ OomReport make_oom_report(const std::string& phase, const c10::OutOfMemoryError&
 // Whether a LibTorch error message is a CUDA device's: C10_CUDA_CHECK ("CUDA error: ..."),
 // TORCH_CUDABLAS_CHECK ("CUDA error: CUBLAS_STATUS_..."), cuDNN's and cuBLASLt's checks.
 bool is_device_error(const std::string& message) {
-  for (const char* mark : {"CUDA error", "CUBLAS_STATUS", "cuBLAS", "cuDNN", "CUDNN_STATUS",
-                           "CUDA driver error", "NCCL"})
+  for (const char* mark :
+       {"CUDA error",
+        "CUBLAS_STATUS",
+        "cuBLAS",
+        "cuDNN",
+        "CUDNN_STATUS",
+        "CUDA driver error",
+        "NCCL"})
     if (message.find(mark) != std::string::npos)
       return true;
   return false;
@@ -231,7 +237,8 @@ nlohmann::json to_json(const RunReport& report) {
     rules.push_back({{"name", r.name}, {"bytes", r.bytes}, {"detail", r.detail}});
   nlohmann::json device_error = nullptr;
   if (report.device_error)
-    device_error = {{"phase", report.device_error->phase}, {"message", report.device_error->message}};
+    device_error = {
+        {"phase", report.device_error->phase}, {"message", report.device_error->message}};
   return {
       {"schema", "oomguard.report/1"},
       {"outcome", memory::to_string(report.outcome)},

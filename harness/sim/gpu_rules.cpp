@@ -79,7 +79,8 @@ CublasWorkspace cublas_workspace(int sm, TorchVersion torch, std::string_view co
     w.why = "CUBLAS_WORKSPACE_CONFIG=" + std::string(config);
     return w;
   }
-  w.bytes_per_handle = has_large_default(sm, torch) ? 4096 * 8 * kKiB : 4096 * kKiB * 2 + 16 * kKiB * 8;
+  w.bytes_per_handle =
+      has_large_default(sm, torch) ? 4096 * 8 * kKiB : 4096 * kKiB * 2 + 16 * kKiB * 8;
   w.why = "default for sm" + std::to_string(sm);
   return w;
 }

@@ -215,7 +215,8 @@ TEST_F(LayerTest, AllocConfReachesLibTorchsVariable) {
   if (wanted == nullptr)
     GTEST_SKIP() << "OOMGUARD_ALLOC_CONF is not set";
   // Every variable this LibTorch reads (2.9's CUDA allocator reads only the older one).
-  for (const char* variable : sim::alloc_conf_variables({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})) {
+  for (const char* variable :
+       sim::alloc_conf_variables({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})) {
     const char* seen = std::getenv(variable);
     ASSERT_NE(seen, nullptr) << variable << " is not set";
     EXPECT_STREQ(seen, wanted) << variable;

@@ -16,8 +16,8 @@ TEST(CublasWorkspace, SumsTheConfigAsLibTorchDoesAndRefusesWhatItCannotParse) {
   EXPECT_EQ(parse_cublas_workspace_config(":4096:2:16:8"), 8519680);  // the pre-Hopper default
   EXPECT_EQ(parse_cublas_workspace_config(":4096:8"), 32 << 20);      // Hopper's
   EXPECT_EQ(parse_cublas_workspace_config(":16:8"), 16 * 1024 * 8);
-  for (const char* bad : {"", "4096:8", ":4096", ":4096:", ":a:1", ":4096:8:", ":4096;8",
-                          ":1000000000:1000000000"})
+  for (const char* bad :
+       {"", "4096:8", ":4096", ":4096:", ":a:1", ":4096:8:", ":4096;8", ":1000000000:1000000000"})
     EXPECT_THROW(parse_cublas_workspace_config(bad), std::invalid_argument) << bad;
   try {
     parse_cublas_workspace_config(":4096");
@@ -27,8 +27,8 @@ TEST(CublasWorkspace, SumsTheConfigAsLibTorchDoesAndRefusesWhatItCannotParse) {
 }
 
 TEST(CublasWorkspace, DefaultsPerArchitectureAndVersion) {
-  EXPECT_EQ(cublas_workspace(75, kTorch215, "", 1).bytes(), 8519680);   // T4
-  EXPECT_EQ(cublas_workspace(80, kTorch215, "", 1).bytes(), 8519680);   // A100
+  EXPECT_EQ(cublas_workspace(75, kTorch215, "", 1).bytes(), 8519680);  // T4
+  EXPECT_EQ(cublas_workspace(80, kTorch215, "", 1).bytes(), 8519680);  // A100
   EXPECT_EQ(cublas_workspace(86, kTorch215, "", 1).bytes(), 8519680);
   EXPECT_EQ(cublas_workspace(90, kTorch215, "", 1).bytes(), 32 << 20);  // H100, H200
   EXPECT_EQ(cublas_workspace(90, kTorch210, "", 1).bytes(), 32 << 20);
@@ -49,8 +49,9 @@ TEST(CublasWorkspace, ATrainingStepHasTwoHandlesAndTheConfigWins) {
 TEST(CublasWorkspace, AConfigGivesAnotherCardTheEmulatedOnesDefault) {
   for (const int sm : {75, 80, 90, 100}) {
     const std::string config = cublas_workspace_config_for(sm, kTorch215);
-    EXPECT_EQ(cublas_workspace(90, kTorch215, config, 1).bytes(),
-              cublas_workspace(sm, kTorch215, "", 1).bytes())
+    EXPECT_EQ(
+        cublas_workspace(90, kTorch215, config, 1).bytes(),
+        cublas_workspace(sm, kTorch215, "", 1).bytes())
         << "sm" << sm;
   }
 }

@@ -53,7 +53,15 @@ int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t pea
 // How a phase ended, as reports and JUnit files spell it (to_string).
 // kDeviceError: a CUDA error other than out-of-memory ended the phase (an illegal access, a
 // cuBLAS or driver failure): the run stops there, its report says where.
-enum class PhaseStatus { kPass, kBudgetExceeded, kNearOom, kOom, kInterrupted, kNotRun, kDeviceError };
+enum class PhaseStatus {
+  kPass,
+  kBudgetExceeded,
+  kNearOom,
+  kOom,
+  kInterrupted,
+  kNotRun,
+  kDeviceError
+};
 const char* to_string(PhaseStatus status);  // "pass", "budget_exceeded", "near_oom", ...
 // Writes to_string(status) (GoogleTest prints a status with it).
 std::ostream& operator<<(std::ostream& out, PhaseStatus status);
