@@ -150,24 +150,6 @@ void print_summary(const Summary& summary) {
   }
 }
 
-// Whether `oomguard run` with these arguments measures a CUDA device: --device cuda, or no
-// --device and OOMGUARD_DEVICE cuda, or auto (either way) with a usable device.
-bool runs_on_cuda(const std::vector<std::string>& run_args) {
-  std::string device;
-  for (size_t i = 0; i < run_args.size(); ++i) {
-    if (run_args[i] == "--device" && i + 1 < run_args.size())
-      device = run_args[i + 1];
-    else if (run_args[i].rfind("--device=", 0) == 0)
-      device = run_args[i].substr(9);
-  }
-  const char* env = std::getenv("OOMGUARD_DEVICE");
-  if (device.empty() && env != nullptr)
-    device = env;
-  if (device == "cuda")
-    return true;
-  return device != "cpu" && memory::cuda_meter_built() && memory::cuda_device_count() > 0;
-}
-
 int finish(const Summary& summary, const std::string& report_file, const std::string& junit_file) {
   print_summary(summary);
   if (!report_file.empty())
@@ -208,13 +190,18 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
     plan.run_args.push_back(
         "run.threads=" + std::to_string(std::max<int64_t>(1, cores / args.jobs)));
   }
-  if (args.jobs > 1 && runs_on_cuda(plan.run_args))
+  const RunArgs run_args = parse_run_args(plan.run_args);
+  // On CUDA (asked for, or auto with a device) parallel runs would share one GPU; refused
+  // before the device is looked for, so that the refusal reads the same on every machine.
+  const std::string device = asked_device(run_args.device);
+  if (args.jobs > 1 && (device == "cuda" || (device == "auto" && memory::cuda_meter_built() &&
+                                             memory::cuda_device_count() > 0)))
     throw run::ConfigError(
         "repeat --jobs " + std::to_string(args.jobs) +
         " on CUDA: the runs would share one GPU, each capped at the emulated card by a memory "
         "fraction of its own, so together they could hold more than the card and each sees "
         "the others' memory; use --jobs 1 on a GPU");
-  check_run_args(plan.run_args);
+  resolve_run(run_args);  // everything the runs will be given is checked before any starts
   check_writable(args.report_file, "--report");
   check_writable(args.junit_file, "--junit");
 

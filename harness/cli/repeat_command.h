@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/cli/run_command.h"
+
 namespace oomguard::cli {
 
 struct RepeatArgs {
@@ -15,9 +17,10 @@ struct RepeatArgs {
   std::vector<std::string> run_args;  // passed to every `oomguard run`
 };
 
-// Parses the run options repeat passes on, exactly as `run` would, and validates them;
-// throws run::ConfigError naming what is wrong (harness/cli/main.cpp).
-void check_run_args(const std::vector<std::string>& run_args);
+// Parses the run options repeat passes on, exactly as `run` would, refusing those that belong
+// to repeat (--seed, --report, ...) or would have every run write one file; throws
+// run::ConfigError naming what is wrong (harness/cli/main.cpp).
+RunArgs parse_run_args(const std::vector<std::string>& run_args);
 
 // `program` is how oomguard was invoked (argv[0]), for the reproduce commands.
 int repeat_command(const RepeatArgs& args, const std::string& program);

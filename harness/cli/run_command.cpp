@@ -83,56 +83,74 @@ std::string disabled_guards(const run::Guards& guards) {
 
 // auto takes CUDA when this build has the CUDA meter and a device is visible. Without
 // --device, OOMGUARD_DEVICE says which (as it does for the GoogleTest layer).
-std::string resolve_device(const std::string& asked) {
-  std::string device = asked;
-  std::string source = "--";
-  const char* env = std::getenv("OOMGUARD_DEVICE");
-  if (asked.empty() && env != nullptr && *env != '\0') {
-    device = env;
-    source = "OOMGUARD_DEVICE: ";
-  }
-  if (device.empty())
-    device = "auto";
+std::string resolve_device(const std::string& option) {
   try {
-    return memory::resolve_device(device);
+    return memory::resolve_device(asked_device(option));
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(source + e.what());
+    throw run::ConfigError((option.empty() ? "OOMGUARD_DEVICE: " : "--") + std::string(e.what()));
   }
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 
+// The allocator settings the environment gives this LibTorch: the first of its variables
+// that is set (`variable`), and whether every one of them is (2.9+ reads two). Throws
+// run::ConfigError when two disagree.
+struct EnvAllocConf {
+  const char* variable = nullptr;  // null: none set
+  std::string value;
+  bool all_set = true;
+};
+
+EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
+  EnvAllocConf env;
+  for (const char* name : sim::alloc_conf_variables(torch)) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+      env.all_set = false;
+    } else if (env.variable == nullptr) {
+      env.variable = name;
+      env.value = value;
+    } else if (env.value != value) {
+      throw run::ConfigError(
+          std::string(env.variable) + "=" + env.value + " and " + name + "=" + value +
+          " disagree: LibTorch 2.9's CUDA allocator reads only the first, later ones read it "
+          "first and their device-generic settings the second; give both one value");
+    }
+  }
+  return env;
+}
+
 // Allocator settings under which a CUDA run's figures would not be the card's: throws
-// run::ConfigError naming why. `conf` is memory.alloc_conf, or the environment's settings.
+// run::ConfigError naming why. The settings are the environment's, else memory.alloc_conf.
 // - garbage_collection_threshold acts only under a memory fraction (CUDACachingAllocator.cpp:
 //   `set_fraction && garbage_collection_threshold() > 0`), and an emulated card is a memory
 //   fraction: the run would collect garbage where the real card, without one, never does;
 // - backend:cudaMallocAsync leaves the native allocator's statistics untouched
 //   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
-void refuse_unmeasurable_alloc_conf(std::string conf, bool emulated_card) {
-  for (const char* name : sim::alloc_conf_variables({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') {
-      conf = value;
-      break;
-    }
+void refuse_unmeasurable_alloc_conf(const std::string& config_conf, bool emulated_card) {
+  const EnvAllocConf env = env_alloc_conf({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+  const std::string conf = env.variable != nullptr ? env.value : config_conf;
+  std::vector<sim::AllocOption> options;
+  try {
+    options = sim::split_alloc_conf(conf);
+  } catch (const std::invalid_argument&) {
+    return;  // malformed: apply_alloc_conf names what is wrong
   }
-  std::string compact;
-  for (const char c : conf)
-    if (c != ' ')
-      compact += c;
-  const std::string padded = "," + compact + ",";
-  if (emulated_card && padded.find(",garbage_collection_threshold:") != std::string::npos)
-    throw run::ConfigError(
-        "allocator setting garbage_collection_threshold on an emulated card: the card is "
-        "emulated by a memory fraction, and the allocator collects garbage only under one, so "
-        "this run would free cache where the real card never does; drop the setting, or run "
-        "without --card/--capacity on the card itself");
-  if (padded.find(",backend:cudaMallocAsync,") != std::string::npos)
-    throw run::ConfigError(
-        "allocator setting backend:cudaMallocAsync: its statistics have no allocator retries "
-        "or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard cannot check "
-        "this run's near-OOMs; measure with the native allocator (drop backend)");
+  for (const auto& option : options) {
+    if (emulated_card && option.key == "garbage_collection_threshold")
+      throw run::ConfigError(
+          "allocator setting garbage_collection_threshold on an emulated card: the card is "
+          "emulated by a memory fraction, and the allocator collects garbage only under one, "
+          "so this run would free cache where the real card never does; drop the setting, or "
+          "run without --card/--capacity on the card itself");
+    if (option.key == "backend" && option.value == "cudaMallocAsync")
+      throw run::ConfigError(
+          "allocator setting backend:cudaMallocAsync: its statistics have no allocator "
+          "retries or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard "
+          "cannot check this run's near-OOMs; measure with the native allocator (drop "
+          "backend)");
+  }
 }
 
 // The caching allocator reads its settings from the environment once, possibly as early as
@@ -141,42 +159,24 @@ void refuse_unmeasurable_alloc_conf(std::string conf, bool emulated_card) {
 void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::DeviceReport& d) {
   const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
   // Every variable this LibTorch reads the settings from (2.9+: two); they must agree.
-  const char* variable = nullptr;
-  const char* env = nullptr;
-  bool all_set = true;
-  for (const char* name : sim::alloc_conf_variables(torch)) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') {
-      all_set = false;
-      continue;
-    }
-    if (env != nullptr && std::string(env) != value)
-      throw run::ConfigError(
-          std::string(variable) + "=" + env + " and " + name + "=" + value +
-          " disagree: LibTorch 2.9's CUDA allocator reads only the first, later ones read it "
-          "first and their device-generic settings the second; give both one value");
-    if (env == nullptr) {
-      variable = name;
-      env = value;
-    }
-  }
+  const EnvAllocConf env = env_alloc_conf(torch);
   const char* ours = std::getenv(kAllocConfFromConfig);
-  if (env != nullptr) {
-    d.alloc_conf = env;
+  if (env.variable != nullptr) {
+    d.alloc_conf = env.value;
     d.alloc_conf_source = ours != nullptr && d.alloc_conf == ours ? "config" : "environment";
     try {
       sim::validate_alloc_conf(d.alloc_conf, torch);
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string(variable) + ": " + e.what());
+      throw run::ConfigError(std::string(env.variable) + ": " + e.what());
     }
     if (d.alloc_conf_source == "environment" && !config.alloc_conf.empty() &&
         config.alloc_conf != d.alloc_conf)
       log::warn(
-          std::string(variable) + "=" + d.alloc_conf + " from the environment is used; " +
+          std::string(env.variable) + "=" + d.alloc_conf + " from the environment is used; " +
           "memory.alloc_conf=" + config.alloc_conf + " is not");
     // One variable of two given (2.9+): the process starts again with both, or 2.9's CUDA
     // allocator would not see a PYTORCH_ALLOC_CONF alone.
-    if (!all_set) {
+    if (!env.all_set) {
       if (args.argv == nullptr)
         throw std::logic_error("allocator settings need the process's arguments to start again");
       memory::start_again_with_alloc_conf(d.alloc_conf, args.argv);
@@ -238,6 +238,13 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunArgs& args) {
 
 }  // namespace
 
+std::string asked_device(const std::string& option) {
+  if (!option.empty())
+    return option;
+  const char* env = std::getenv("OOMGUARD_DEVICE");
+  return env != nullptr && *env != '\0' ? env : "auto";
+}
+
 void check_writable(const std::string& path, const char* option) {
   if (path.empty())
     return;
@@ -283,12 +290,11 @@ ResolvedRun resolve_run(const RunArgs& args) {
   // Settings a CUDA run cannot measure faithfully are refused before the device is looked
   // for, so that the refusal reads the same on every machine.
   const bool emulated = !args.card.empty() || !args.capacity.empty();
-  const char* env_device = std::getenv("OOMGUARD_DEVICE");
-  if (args.device == "cuda" ||
-      (args.device.empty() && env_device != nullptr && std::string(env_device) == "cuda"))
+  const bool cuda_asked = asked_device(args.device) == "cuda";
+  if (cuda_asked)
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   resolved.device = resolve_device(args.device);
-  if (resolved.device == "cuda")
+  if (!cuda_asked && resolved.device == "cuda")  // auto found a device
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();

@@ -45,6 +45,9 @@ struct ResolvedRun {
   // --snapshot: the settings its replay uses (memory.alloc_conf).
   std::optional<sim::AllocatorSettings> snapshot_settings;
 };
+// The device asked for: `option` (--device) when given, else OOMGUARD_DEVICE, else "auto".
+std::string asked_device(const std::string& option);
+
 // Checks everything the user gave (config, sets, guards, card, capacity, device) and builds
 // the run; throws run::ConfigError or std::invalid_argument naming the bad input.
 ResolvedRun resolve_run(const RunArgs& args);

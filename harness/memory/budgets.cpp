@@ -77,19 +77,6 @@ BudgetFile parse_budgets(const std::string& path, const std::string& text) {
   return file;
 }
 
-std::string serialise(const BudgetFile& file) {
-  nlohmann::ordered_json doc;
-  doc["schema"] = kSchema;
-  doc["headroom"] = file.headroom;
-  nlohmann::ordered_json budgets = nlohmann::ordered_json::object();
-  for (const auto& [test, phases] : file.budgets)
-    for (const auto& [phase, devices] : phases)
-      for (const auto& [device, bytes] : devices)
-        budgets[test][phase][device] = format_size(bytes);
-  doc["budgets"] = budgets;
-  return doc.dump(2) + "\n";
-}
-
 // An exclusive lock on the folder holding `path` for the life of the object: the file itself
 // is replaced by a rename, and a lock file would be left beside the user's budgets.
 class FolderLock {
@@ -118,6 +105,19 @@ class FolderLock {
 };
 
 }  // namespace
+
+std::string budgets_text(const BudgetFile& file) {
+  nlohmann::ordered_json doc;
+  doc["schema"] = kSchema;
+  doc["headroom"] = file.headroom;
+  nlohmann::ordered_json budgets = nlohmann::ordered_json::object();
+  for (const auto& [test, phases] : file.budgets)
+    for (const auto& [phase, devices] : phases)
+      for (const auto& [device, bytes] : devices)
+        budgets[test][phase][device] = format_size(bytes);
+  doc["budgets"] = budgets;
+  return doc.dump(2) + "\n";
+}
 
 std::optional<int64_t> BudgetFile::find(const BudgetKey& key) const {
   const auto test = budgets.find(key.test);
@@ -177,7 +177,7 @@ int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t pea
   BudgetFile file = load_budgets(path);
   const int64_t budget = accepted_budget(peak_bytes, file.headroom);
   file.budgets[key.test][key.phase][file.accept_key(key)] = budget;
-  write_file_atomically(path, serialise(file));
+  write_file_atomically(path, budgets_text(file));
   return budget;
 }
 

@@ -2,7 +2,6 @@
 
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
-#include <oomguard/memory/sizes.h>
 #include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::run {
@@ -51,22 +50,16 @@ CudaBudget cuda_budget(
 
 std::string budgets_document(
     const std::vector<std::pair<std::string, int64_t>>& phases, sim::TorchVersion torch) {
-  auto quoted = [](const std::string& text) { return "\"" + text + "\""; };
-  std::string out =
-      "{\n  \"schema\": \"oomguard.budgets/1\",\n  \"budgets\": {\n"
-      "    \"oomguard.run\": {\n";
-  for (size_t p = 0; p < phases.size(); ++p) {
-    const auto& [phase, cpu] = phases[p];
-    out +=
-        "      " + quoted(phase) + ": {" + quoted("cpu") + ": " + quoted(memory::format_size(cpu));
+  memory::BudgetFile file;
+  for (const auto& [phase, cpu] : phases) {
+    auto& devices = file.budgets["oomguard.run"][phase];
+    devices["cpu"] = cpu;
     for (const auto& card : memory::card_profiles()) {
       const CudaBudget b = cuda_budget(card.compute_capability, 0, torch, "", false);
-      out += ", " + quoted("cuda:" + card.name) + ": " +
-             quoted(memory::format_size(memory::accepted_budget(cpu + b.extra_bytes(), 0.0)));
+      devices["cuda:" + card.name] = memory::accepted_budget(cpu + b.extra_bytes(), 0.0);
     }
-    out += std::string("}") + (p + 1 < phases.size() ? "," : "") + "\n";
   }
-  return out + "    }\n  }\n}\n";
+  return memory::budgets_text(file);
 }
 
 }  // namespace oomguard::run

@@ -38,9 +38,10 @@ CudaBudget cuda_budget(
     std::string_view env_config,
     bool config_is_ours);
 
-// The default run's budgets as data (oomguard.budgets/1, test "oomguard.run"), per device and
-// card: `cpu` the config's figures, `cuda:<card>` those plus cuda_budget() of each known card
-// on itself, rounded up to what format_size prints. `phases`: name -> CPU budget, in order.
+// The default run's budgets as data (oomguard.budgets/1, test "oomguard.run"; the text
+// memory::budgets_text writes), per device and card: `cpu` the config's figures,
+// `cuda:<card>` those plus cuda_budget() of each known card on itself, rounded up to what
+// format_size prints. `phases`: name -> CPU budget.
 std::string budgets_document(
     const std::vector<std::pair<std::string, int64_t>>& phases, sim::TorchVersion torch);
 

@@ -41,6 +41,10 @@ struct BudgetFile {
 // std::invalid_argument naming the file and the offending entry for anything malformed.
 BudgetFile load_budgets(const std::string& path);
 
+// The file's text: its schema, headroom and budgets (sizes as format_size prints them),
+// two-space indented, with a final newline; what accepting writes.
+std::string budgets_text(const BudgetFile& file);
+
 // What accepting `peak_bytes` writes: the peak plus the headroom, rounded up to what
 // format_size prints (so the file reads "41.2MiB" and means it).
 int64_t accepted_budget(int64_t peak_bytes, double headroom);
