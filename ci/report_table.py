@@ -5,11 +5,13 @@
   report_table.py repeat SUMMARY.json                 failure rate and per-phase peak spread
   report_table.py compare CUDA.json MODEL.json [--tolerance PCT] [--slack SIZE] [--allowance SIZE]
       a CUDA run's measured peaks (allocated, reserved, retries) against the CPU run through the
-      allocator model (run --allocator-model cuda). With --tolerance, a figure passes when
+      allocator model (run --allocator-model cuda): its predicted allocated peak (the model's
+      rounded blocks and cuBLAS workspaces) where the report has one, else the CPU bytes; its
+      predicted reserved peak. With --tolerance, a figure passes when
       CUDA - model lies within [-(PCT% of model + SLACK), ALLOWANCE + PCT% of model + SLACK]
       (ALLOWANCE: what the CUDA side holds and the model leaves out, e.g. cuBLAS workspaces,
       present at a phase's peak or not), retries agree when both are zero or both non-zero,
-      and both runs must end alike; exit 1 when one does not. SIZE: bytes, or with KiB, MiB, GiB.
+      and both runs must end alike (an OOM in the same phase); exit 1 when one does not. SIZE: bytes, or with KiB, MiB, GiB.
 """
 import argparse
 import json
@@ -108,10 +110,14 @@ def compare_table(real_path, model_path, tolerance=None):
 
     for p in model_report["phases"]:
         r = real.get(p["name"])
-        for key, figure in (("peak_allocated_bytes", "peak allocated"),
-                            ("peak_reserved_bytes", "peak reserved")):
+        predicted = p.get("predicted_peak_allocated_bytes") is not None
+        for key, model_key, figure in (
+                ("peak_allocated_bytes",
+                 "predicted_peak_allocated_bytes" if predicted else "peak_allocated_bytes",
+                 "peak allocated" if predicted else "peak allocated (model: CPU bytes)"),
+                ("peak_reserved_bytes", "peak_reserved_bytes", "peak reserved")):
             c = None if r is None else r.get(key)
-            m = p.get(key)
+            m = p.get(model_key)
             if c is None or m is None:
                 rows.append(f"| {p['name']} | {figure} | {mib(c)} | {mib(m)} | - | - "
                             f"| {verdict(False)} (not measured) |")
@@ -137,6 +143,13 @@ def compare_table(real_path, model_path, tolerance=None):
     ok = real_report["outcome"] == model_report["outcome"]
     rows.append(f"| **outcome** | | {real_report['outcome']} | {model_report['outcome']} | | equal "
                 f"| {verdict(ok)} |")
+    real_oom, model_oom = real_report.get("oom"), model_report.get("oom")
+    if real_oom or model_oom:
+        def where(oom):
+            return "-" if not oom else f"{oom['phase']}, asked {mib(oom.get('requested_bytes'))}"
+        ok = bool(real_oom and model_oom and real_oom["phase"] == model_oom["phase"])
+        rows.append(f"| **out of memory** | phase | {where(real_oom)} | {where(model_oom)} | "
+                    f"| same phase | {verdict(ok)} |")
     text = "\n".join(rows)
     if tolerance is not None:
         text = (f"Tolerance: {tolerance}\n\n{text}\n\n"

@@ -63,8 +63,9 @@ void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option(
       "--snapshot",
       args.snapshot_file,
-      "write the run as a PyTorch memory snapshot pickle (CPU runs): its allocations through the "
-      "caching-allocator model (memory.alloc_conf, the card), for PyTorch's memory viewer");
+      "write the run as a PyTorch memory snapshot pickle, for PyTorch's memory viewer and "
+      "oomguard replay: on CUDA the allocator's own recorded history; on CPU its allocations "
+      "through the caching-allocator model (memory.alloc_conf, the card)");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
   app.add_flag(
       "--print-budgets",

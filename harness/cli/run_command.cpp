@@ -274,7 +274,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
     run::apply_set(overrides, s);
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
-  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, {}, std::nullopt};
+  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, {}, {}, std::nullopt};
   // A bad data file is a usage error too: found here, before anything runs.
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
@@ -300,11 +300,8 @@ ResolvedRun resolve_run(const RunArgs& args) {
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
     resolved.capacity_bytes = parse_capacity(args.capacity);
-  if (resolved.device == "cuda" && !args.snapshot_file.empty())
-    throw run::ConfigError(
-        "--snapshot works on the CPU meter, and this run would use the GPU; add --device cpu "
-        "(on a GPU, record with torch.cuda.memory._record_memory_history)");
-  if (!args.snapshot_file.empty()) {
+  // On CUDA, --snapshot is PyTorch's own snapshot of the allocator's recorded history.
+  if (resolved.device == "cpu" && !args.snapshot_file.empty()) {
     try {
       resolved.snapshot_settings = sim::AllocatorSettings::parse(
           resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
@@ -334,6 +331,18 @@ ResolvedRun resolve_run(const RunArgs& args) {
       resolved.model_device = {card.total_bytes, card.capacity_bytes(), /*allowed_bytes=*/0};
     } else if (resolved.capacity_bytes > 0) {
       resolved.model_device = {resolved.capacity_bytes, resolved.capacity_bytes, 0};
+    }
+    const int sm =
+        args.card.empty() ? kModelDefaultSm : memory::find_card(args.card).compute_capability;
+    const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    try {
+      resolved.model_workspace = sim::cublas_workspace(
+          sm,
+          {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+          config != nullptr ? config : "",
+          sim::kTrainingCublasHandles);
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(std::string("CUBLAS_WORKSPACE_CONFIG: ") + e.what());
     }
   }
   return resolved;
@@ -401,10 +410,11 @@ int run_command(const RunArgs& args) {
   options.device.allocator_model = resolved.model_settings ? "cuda" : "";
   check_writable(args.trace_file, "--trace");
   check_writable(args.snapshot_file, "--snapshot");
-  // --snapshot replays the run's trace: the one asked for, or one of its own next to it.
-  const std::string trace_path = !args.trace_file.empty()      ? args.trace_file
-                                 : !args.snapshot_file.empty() ? args.snapshot_file + ".trace.tmp"
-                                                               : "";
+  // --snapshot on CPU replays the run's trace: the one asked for, or one of its own next to it.
+  const bool cpu_snapshot = !args.snapshot_file.empty() && resolved.device == "cpu";
+  const std::string trace_path = !args.trace_file.empty() ? args.trace_file
+                                 : cpu_snapshot           ? args.snapshot_file + ".trace.tmp"
+                                                          : "";
 
   const int threads = config.threads > 0 ? static_cast<int>(config.threads)
                                          : static_cast<int>(std::thread::hardware_concurrency());
@@ -416,6 +426,13 @@ int run_command(const RunArgs& args) {
   meter_options.trace_path = trace_path;
   meter_options.model_settings = resolved.model_settings;
   meter_options.model_device = resolved.model_device;
+  meter_options.model_workspace_bytes = resolved.model_workspace.bytes_per_handle;
+  if (resolved.model_settings) {
+    options.device.model_workspace = resolved.model_workspace.describe();
+    log::info(
+        "allocator model: + cuBLAS workspaces, " + options.device.model_workspace +
+        ", at the first GEMM of the forward and of the backward");
+  }
   std::unique_ptr<memory::MeterStack> stack;
   try {
     stack = std::make_unique<memory::MeterStack>(meter_options);
@@ -467,7 +484,15 @@ int run_command(const RunArgs& args) {
   const int64_t capacity = resolved.capacity_bytes > 0
                                ? resolved.capacity_bytes
                                : (cuda ? cuda->device_total_bytes() : int64_t{0});
-  options.on_phase = [capacity, live](const run::PhaseReport& p) {
+  if (cuda && !args.snapshot_file.empty())
+    cuda->record_history();            // from the first phase on: every allocation and free
+  memory::CudaSegments segments_seen;  // the most at any phase's end
+  options.on_phase = [capacity, live, cuda, &segments_seen](const run::PhaseReport& p) {
+    if (cuda) {
+      const memory::CudaSegments now = cuda->segments();
+      segments_seen.segments = std::max(segments_seen.segments, now.segments);
+      segments_seen.expandable = std::max(segments_seen.expandable, now.expandable);
+    }
     char pct[32];
     std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
     std::string line = "[mem] phase=" + p.memory.name +
@@ -492,6 +517,16 @@ int run_command(const RunArgs& args) {
   };
   install_interrupt_handlers();
   run::RunReport report = run::smoke_run(config, *meter, options);
+  if (cuda) {
+    report.device.segments = segments_seen.segments;
+    report.device.expandable_segments = segments_seen.expandable;
+    report.device.alloc_conf_effect = sim::expandable_segments_effect(
+        report.device.alloc_conf, segments_seen.segments, segments_seen.expandable);
+    if (report.device.alloc_conf_effect.rfind("not in effect", 0) == 0)
+      log::warn("allocator setting " + report.device.alloc_conf_effect);
+    else if (!report.device.alloc_conf_effect.empty())
+      log::info("allocator setting expandable_segments: " + report.device.alloc_conf_effect);
+  }
   if (recorder)
     stack->tracker().remove_observer(recorder);
   if (live)
@@ -526,8 +561,16 @@ int run_command(const RunArgs& args) {
     log::info(
         "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
         "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
-  if (!args.snapshot_file.empty())
+  if (cpu_snapshot)
     write_snapshot(trace_path, args, resolved);
+  if (cuda && !args.snapshot_file.empty()) {  // after the report, as on CPU
+    const std::string pickle = cuda->snapshot_pickle();
+    write_file_atomically(args.snapshot_file, pickle);
+    log::info(
+        "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
+        memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
+        "; oomguard replay " + args.snapshot_file + " replays it");
+  }
   if (report.outcome == memory::PhaseStatus::kOom)
     return kExitOom;
   if (report.outcome == memory::PhaseStatus::kInterrupted)

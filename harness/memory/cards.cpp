@@ -9,8 +9,9 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t GiB(double g) {
   return static_cast<int64_t>(g * 1024.0) * kMiB;
 }
-// What a CUDA 12 context with cuBLAS and cuDNN handles typically holds outside the caching
-// allocator; stated, not measured per card.
+// What a CUDA context with cuBLAS and cuDNN handles typically holds outside the caching
+// allocator; stated, not measured per card (an H200 with torch 2.11 and CUDA 13.0 had
+// 527 MiB in use before the first allocation: ci/gpu-sanity.sh).
 constexpr int64_t kContextReserve = 512 * kMiB;
 
 }  // namespace
@@ -25,10 +26,10 @@ const std::vector<CardProfile>& card_profiles() {
       {"a100-40", GiB(39.50), kContextReserve, "as its OOM message prints it", 80},
       {"a100-80", GiB(79.25), kContextReserve, "as its OOM message prints it", 80},
       {"h200",
-       143156 * kMiB,
+       150109880320,  // measured: ci/gpu-sanity.sh, torch 2.11.0+cu130, driver 580.159.04
        kContextReserve,
-       "torch.cuda.get_device_properties on an H200: total_memory 143156 MiB (139.80 GiB); "
-       "nvidia-smi's 143771 MiB is more than PyTorch can see",
+       "an H200 as PyTorch reports it (get_device_properties, cudaMemGetInfo): "
+       "150,109,880,320 B, 139.80 GiB; nvidia-smi's 143771 MiB is more than PyTorch can see",
        90},
   };
   return profiles;

@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
+#include <torch/csrc/cuda/memory_snapshot.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -122,6 +123,29 @@ void CudaMeter::set_capacity(int64_t bytes) {
   const double fraction =
       bytes > 0 ? static_cast<double>(bytes) / static_cast<double>(device_total_bytes_) : 1.0;
   allocator::setMemoryFraction(fraction, static_cast<AllocatorDevice>(device_));
+}
+
+CudaSegments CudaMeter::segments() const {
+  CudaSegments out;
+  for (const auto& segment : allocator::snapshot().segments) {
+    if (segment.device != device_)
+      continue;
+    ++out.segments;
+    if (segment.is_expandable)
+      ++out.expandable;
+  }
+  return out;
+}
+
+void CudaMeter::record_history() {
+  // enabled "all" (allocations and segments), no context or stacks: the sizes, addresses and
+  // order of events, which is what a replay reads, without the cost of unwinding.
+  torch::cuda::_record_memory_history(
+      std::optional<std::string>("all"), std::optional<std::string>(), std::string("python"));
+}
+
+std::string CudaMeter::snapshot_pickle() const {
+  return torch::cuda::_memory_snapshot_pickled();
 }
 
 void CudaMeter::release_cache() {

@@ -44,4 +44,14 @@ void CudaMeter::set_capacity(int64_t) {}
 
 void CudaMeter::release_cache() {}
 
+CudaSegments CudaMeter::segments() const {
+  return {};
+}
+
+void CudaMeter::record_history() {}
+
+std::string CudaMeter::snapshot_pickle() const {
+  return "";
+}
+
 }  // namespace oomguard::memory

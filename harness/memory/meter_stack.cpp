@@ -87,8 +87,8 @@ MeterStack::MeterStack(const MeterOptions& options)
       tracker_.add_observer(live_.get());
     }
     if (options.model_settings) {
-      modelled_ =
-          std::make_unique<ModelledMeter>(tracker_, *options.model_settings, options.model_device);
+      modelled_ = std::make_unique<ModelledMeter>(
+          tracker_, *options.model_settings, options.model_device, options.model_workspace_bytes);
       meter_ = modelled_.get();
     }
     if (device_ == "cuda") {

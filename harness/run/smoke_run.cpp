@@ -201,6 +201,10 @@ nlohmann::json to_json(const RunReport& report) {
         {"peak_reserved_bytes",
          p.memory.peak_reserved_bytes < 0 ? nlohmann::json(nullptr)
                                           : nlohmann::json(p.memory.peak_reserved_bytes)},
+        {"predicted_peak_allocated_bytes",
+         p.memory.predicted_peak_allocated_bytes < 0
+             ? nlohmann::json(nullptr)
+             : nlohmann::json(p.memory.predicted_peak_allocated_bytes)},
         {"num_alloc_retries", p.memory.num_alloc_retries},
         {"steps", p.steps},
         {"wall_seconds", p.memory.wall_seconds},
@@ -219,7 +223,12 @@ nlohmann::json to_json(const RunReport& report) {
       {"emulated_card", or_null(d.card)},
       {"alloc_conf", or_null(d.alloc_conf)},
       {"alloc_conf_source", or_null(d.alloc_conf_source)},
-      {"allocator_model", or_null(d.allocator_model)}};
+      {"allocator_model", or_null(d.allocator_model)},
+      {"model_cublas_workspace", or_null(d.model_workspace)},
+      {"segments", d.segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.segments)},
+      {"expandable_segments",
+       d.expandable_segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.expandable_segments)},
+      {"alloc_conf_effect", or_null(d.alloc_conf_effect)}};
   // Whether each guard was on; empty_cache has no effect on CPU.
   nlohmann::json guards = nlohmann::json::object();
   for (const GuardInfo& g : guard_table()) {

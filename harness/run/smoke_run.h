@@ -39,6 +39,12 @@ struct DeviceReport {
   std::string alloc_conf;         // the caching allocator's settings in effect (CUDA)
   std::string alloc_conf_source;  // config, environment or default
   std::string allocator_model;    // cuda: a CPU run through the caching-allocator model
+  std::string model_workspace;    // with the model: the cuBLAS workspaces it adds
+  // CUDA: the allocator's segments after the run, read back from it (-1: not read), and
+  // whether the expandable_segments that alloc_conf asks for took effect ("" when not asked).
+  int64_t segments = -1;
+  int64_t expandable_segments = -1;
+  std::string alloc_conf_effect;
 };
 
 struct RunReport {

@@ -150,4 +150,23 @@ std::vector<const char*> alloc_conf_variables(TorchVersion torch) {
   return {"PYTORCH_CUDA_ALLOC_CONF"};
 }
 
+std::string expandable_segments_effect(
+    std::string_view conf, int64_t segments, int64_t expandable) {
+  bool asked = false;
+  for (const AllocOption& option : split_alloc_conf(conf))
+    if (option.key == "expandable_segments")
+      asked = option.value == "True" || option.value == "true";
+  const std::string counts =
+      std::to_string(expandable) + " of " + std::to_string(segments) + " segments expandable";
+  if (!asked)
+    return expandable > 0 ? "expandable segments without expandable_segments:True (" + counts +
+                                "): a setting from elsewhere"
+                          : "";
+  if (segments == 0)
+    return "unknown: the allocator held no segment when read";
+  if (expandable == 0)
+    return "not in effect: expandable_segments:True was asked, but " + counts;
+  return "in effect: " + counts;
+}
+
 }  // namespace oomguard::sim

@@ -57,9 +57,9 @@ TEST(Cards, KnowTheirCapacities) {
   EXPECT_EQ(find_card("t4").total_bytes, static_cast<int64_t>(14.75 * (1ll << 30)));
   EXPECT_LT(find_card("t4").capacity_bytes(), find_card("t4").total_bytes);
   EXPECT_THROW(find_card("v100"), std::invalid_argument);
-  // An H200 as PyTorch sees it (get_device_properties: 143156 MiB; OOM messages 139.8x GiB),
+  // An H200 as PyTorch sees it (measured by ci/gpu-sanity.sh on one: 150,109,880,320 B),
   // not nvidia-smi's 143771 MiB: emulating h200 on a real one must not be refused as larger.
-  EXPECT_LE(find_card("h200").total_bytes, int64_t{143156} << 20);
+  EXPECT_LE(find_card("h200").total_bytes, int64_t{150109880320});
   EXPECT_GT(find_card("h200").total_bytes, static_cast<int64_t>(139.5 * (1ll << 30)));
 }
 

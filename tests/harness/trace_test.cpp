@@ -1,5 +1,6 @@
 // harness/memory/trace_recorder.cpp and modelled_meter.cpp: what the CPU meter's observers
-// see, and the caching-allocator model refusing an allocation on the emulated card.
+// see, the caching-allocator model refusing an allocation on the emulated card, and the
+// cuBLAS workspaces it adds where a CUDA run would allocate them.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -7,6 +8,9 @@
 #include <string>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
+#include <c10/core/GradMode.h>
 
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/meter_stack.h>
@@ -127,6 +131,56 @@ TEST_F(TraceTest, ModelRefusesWhatTheCachingAllocatorWouldAndTheTraceKeepsIt) {
   EXPECT_EQ(trace.events[i].op, sim::TraceEvent::Op::kAlloc);
   EXPECT_EQ(trace.events[i + 1].op, sim::TraceEvent::Op::kFree);
   EXPECT_EQ(trace.events[i + 1].slot, trace.events[i].slot);
+}
+
+// One workspace per cuBLAS handle, as on CUDA: 8,519,680 B (a T4's, sim::cublas_workspace).
+constexpr int64_t kWorkspace = 8519680;
+
+TEST_F(TraceTest, ModelAddsAWorkspaceAtTheFirstGemmOfTheForwardAndOfTheBackward) {
+  ModelledMeter model(meter(), {}, /*device=*/{}, kWorkspace);
+  auto a = at::ones({64, 64}).requires_grad_(true);
+  const int64_t before = model.stats().predicted_allocated_bytes;
+  EXPECT_EQ(model.workspace_bytes_allocated(), 0);  // no GEMM yet
+  auto y = at::matmul(a, a).sum();
+  EXPECT_EQ(model.workspace_bytes_allocated(), kWorkspace);  // the forward's handle
+  y.backward();                                              // mm in MmBackward: autograd's handle
+  EXPECT_EQ(model.workspace_bytes_allocated(), 2 * kWorkspace);
+  (void)at::matmul(a, a).sum();
+  EXPECT_EQ(model.workspace_bytes_allocated(), 2 * kWorkspace);  // kept, never a third
+  // Both in the model's allocated bytes and in one 20 MiB segment, as the CUDA run showed
+  // (an H200 emulating a T4: reserved 20 MiB above the model without them).
+  EXPECT_GE(model.stats().predicted_allocated_bytes - before, 2 * kWorkspace);
+  EXPECT_EQ(model.stats().reserved_bytes, 22 * MiB);  // + a 2 MiB small segment for the rest
+}
+
+TEST_F(TraceTest, ModelWithoutGradientsTakesTheForwardsWorkspaceOnly) {
+  ModelledMeter model(meter(), {}, /*device=*/{}, kWorkspace);
+  c10::NoGradGuard no_grad;
+  auto a = at::ones({64, 64});
+  (void)at::matmul(a, a);
+  EXPECT_EQ(model.workspace_bytes_allocated(), kWorkspace);
+}
+
+TEST_F(TraceTest, ModelWithoutWorkspacesAddsNone) {
+  ModelledMeter model(meter(), {}, /*device=*/{});
+  auto a = at::ones({64, 64}).requires_grad_(true);
+  at::matmul(a, a).sum().backward();
+  EXPECT_EQ(model.workspace_bytes_allocated(), 0);
+}
+
+TEST_F(TraceTest, AWorkspaceTheCardHasNoRoomForIsAnOomAtTheNextAllocation) {
+  ModelledMeter model(meter(), {}, /*device=*/{}, kWorkspace);
+  model.set_capacity(4 * MiB);  // a 20 MiB segment cannot be had
+  auto a = at::ones({8, 8});
+  try {
+    (void)at::matmul(a, a);  // the workspace is refused; the product's output raises it
+    ADD_FAILURE() << "expected an OutOfMemoryError";
+  } catch (const c10::OutOfMemoryError& e) {
+    // The 8.12 MiB workspace asks for a 20 MiB segment, which PyTorch's message names.
+    EXPECT_NE(std::string(e.what()).find("Tried to allocate 20.00 MiB"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(model.workspace_bytes_allocated(), 0);
 }
 
 }  // namespace

@@ -71,5 +71,23 @@ TEST(AllocConf, NamesTheVariableEachVersionReadsFirst) {
   EXPECT_STREQ(both[1], "PYTORCH_ALLOC_CONF");
 }
 
+TEST(AllocConf, SaysWhetherExpandableSegmentsTookEffect) {
+  // As an H200 run with torch 2.11 read it back: in effect.
+  EXPECT_EQ(
+      expandable_segments_effect("expandable_segments:True", 2, 2),
+      "in effect: 2 of 2 segments expandable");
+  // 2.9.1 with the setting in PYTORCH_ALLOC_CONF alone (pytorch/pytorch#183387): ignored.
+  EXPECT_EQ(
+      expandable_segments_effect("max_split_size_mb:64,expandable_segments:True", 13, 0),
+      "not in effect: expandable_segments:True was asked, but 0 of 13 segments expandable");
+  EXPECT_EQ(
+      expandable_segments_effect("expandable_segments:True", 0, 0),
+      "unknown: the allocator held no segment when read");
+  EXPECT_EQ(expandable_segments_effect("", 13, 0), "");
+  EXPECT_EQ(expandable_segments_effect("expandable_segments:False", 3, 0), "");
+  EXPECT_NE(
+      expandable_segments_effect("", 2, 2).find("a setting from elsewhere"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace oomguard::sim

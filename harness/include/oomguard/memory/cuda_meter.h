@@ -22,6 +22,14 @@ std::string cuda_unavailable_reason();
 // is no such device or no CUDA meter in this build.
 int cuda_compute_capability(int device);
 
+// The caching allocator's segments on one device, read back from the allocator itself
+// (its snapshot): whether a setting such as expandable_segments took effect shows here, not
+// in the environment variable that asked for it.
+struct CudaSegments {
+  int64_t segments = 0;    // segments the allocator holds now
+  int64_t expandable = 0;  // of which expandable (one mapped range that grows)
+};
+
 class CudaMeter final : public Meter {
  public:
   // Initialises CUDA on `device` (the allocator's statistics exist from then on).
@@ -34,6 +42,13 @@ class CudaMeter final : public Meter {
   // std::invalid_argument when the device is smaller than `bytes`.
   void set_capacity(int64_t bytes) override;
   void release_cache() override;
+  // The allocator's segments on this device now.
+  CudaSegments segments() const;
+  // From now on the allocator records every allocation and free (no stacks), for
+  // snapshot_pickle: PyTorch's own memory snapshot (torch::cuda::_memory_snapshot_pickled),
+  // which torch.cuda._memory_viz and `oomguard replay` read.
+  void record_history();
+  std::string snapshot_pickle() const;
 
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }

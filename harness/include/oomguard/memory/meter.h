@@ -12,6 +12,11 @@ struct MemoryStats {
   int64_t peak_reserved_bytes = -1;  // -1: not measured by this meter
   int64_t num_alloc_retries = 0;     // the allocator freed its cache to serve a request
   int64_t num_ooms = 0;
+  // The caching-allocator model's allocated bytes (block sizes as the CUDA allocator rounds
+  // them, and what only a CUDA run allocates, such as cuBLAS workspaces): what a CUDA run's
+  // allocated figure is predicted to be. -1: no model.
+  int64_t predicted_allocated_bytes = -1;
+  int64_t predicted_peak_allocated_bytes = -1;
 };
 
 class Meter {

@@ -30,6 +30,9 @@ struct MeterOptions {
   // predicted and the emulated card fails as the CUDA allocator would.
   std::optional<sim::AllocatorSettings> model_settings;
   sim::DeviceLimits model_device;
+  // With the model: the bytes of one cuBLAS workspace, which a CUDA run allocates at the first
+  // GEMM of the forward and of the backward (sim::cublas_workspace); 0 for none.
+  int64_t model_workspace_bytes = 0;
 };
 
 // MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda), OOMGUARD_CARD (a card

@@ -14,6 +14,7 @@ struct PhaseMemory {
   int64_t peak_allocated_bytes = 0;
   int64_t end_allocated_bytes = 0;
   int64_t peak_reserved_bytes = -1;
+  int64_t predicted_peak_allocated_bytes = -1;  // the allocator model's (MemoryStats); -1: none
   int64_t num_alloc_retries = 0;
   double wall_seconds = 0.0;
 };

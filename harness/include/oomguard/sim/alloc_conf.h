@@ -3,6 +3,7 @@
 // 2.9), checked against what the LibTorch in use understands, before anything runs: the
 // allocator reads them once, and an unknown key would otherwise fail at the first CUDA
 // allocation, mid-run.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,5 +35,12 @@ const char* alloc_conf_variable(TorchVersion torch);
 // device-generic config reads it first (pytorch/pytorch#183387), and from 2.10 the CUDA
 // allocator reads it after PYTORCH_CUDA_ALLOC_CONF.
 std::vector<const char*> alloc_conf_variables(TorchVersion torch);
+
+// Whether the expandable_segments that `conf` asks for took effect, from the segments a CUDA
+// allocator held (`segments`, of which `expandable`, read back from it): a LibTorch that reads
+// another variable, or a device that cannot map memory, ignores the setting silently.
+// "in effect: 2 of 2 segments expandable"; "not in effect: ..." when asked and none is;
+// "unknown: ..." when no segment was held; "" when not asked and none is expandable.
+std::string expandable_segments_effect(std::string_view conf, int64_t segments, int64_t expandable);
 
 }  // namespace oomguard::sim
