@@ -486,12 +486,14 @@ int run_command(const RunArgs& args) {
                                : (cuda ? cuda->device_total_bytes() : int64_t{0});
   if (cuda && !args.snapshot_file.empty())
     cuda->record_history();            // from the first phase on: every allocation and free
-  memory::CudaSegments segments_seen;  // the most at any phase's end
+  // The phase end at which the allocator held the most segments (one reading: its count and
+  // how many of them were expandable).
+  memory::CudaSegments segments_seen;
   options.on_phase = [capacity, live, cuda, &segments_seen](const run::PhaseReport& p) {
     if (cuda) {
       const memory::CudaSegments now = cuda->segments();
-      segments_seen.segments = std::max(segments_seen.segments, now.segments);
-      segments_seen.expandable = std::max(segments_seen.expandable, now.expandable);
+      if (now.segments >= segments_seen.segments)
+        segments_seen = now;
     }
     char pct[32];
     std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
@@ -569,7 +571,9 @@ int run_command(const RunArgs& args) {
     log::info(
         "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
         memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
-        "; oomguard replay " + args.snapshot_file + " replays it");
+        (report.device.expandable_segments > 0
+             ? std::string("; python -m torch.cuda._memory_viz trace reads it")
+             : "; oomguard replay " + args.snapshot_file + " replays it"));
   }
   if (report.outcome == memory::PhaseStatus::kOom)
     return kExitOom;

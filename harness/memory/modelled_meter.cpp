@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <ATen/record_function.h>
@@ -10,8 +11,13 @@
 namespace oomguard::memory {
 namespace {
 
-// The meter that watches GEMMs; RecordFunction's callbacks are plain functions.
-std::atomic<ModelledMeter*> gemm_watcher{nullptr};
+// The meter that watches GEMMs, behind a mutex a running callback holds while it uses the
+// meter, so a meter being destroyed waits for it. RecordFunction's callbacks are plain
+// functions, registered once per process and never removed (removing one is only safe while
+// no other code runs); with no meter they return at once.
+std::mutex watcher_mutex;
+ModelledMeter* gemm_watcher = nullptr;  // guarded by watcher_mutex
+std::atomic<bool> gemm_watched{false};  // a meter is set: the callbacks' fast path
 // Autograd nodes this thread is inside: a GEMM there is the backward's.
 thread_local int backward_depth = 0;
 
@@ -36,17 +42,34 @@ bool is_gemm(const char* name) {
 }
 
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION)
     ++backward_depth;
-  } else if (ModelledMeter* meter = gemm_watcher.load(); meter && is_gemm(fn.name())) {
-    meter->on_gemm(backward_depth > 0);
-  }
   return nullptr;
 }
 
+// At the GEMM's end: on CUDA the handle, and its workspace, is taken inside the kernel's
+// launch, after the output (and any contiguous copies of the inputs) exist.
 void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION && backward_depth > 0)
-    --backward_depth;
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    if (backward_depth > 0)
+      --backward_depth;
+    return;
+  }
+  if (!gemm_watched.load(std::memory_order_acquire) || !is_gemm(fn.name()))
+    return;
+  std::lock_guard<std::mutex> lock(watcher_mutex);
+  if (gemm_watcher != nullptr)
+    gemm_watcher->on_gemm(backward_depth > 0);
+}
+
+void register_gemm_callbacks() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    at::addGlobalCallback(
+        at::RecordFunctionCallback(on_op_start, on_op_end)
+            .needsInputs(false)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  });
 }
 
 }  // namespace
@@ -58,22 +81,22 @@ ModelledMeter::ModelledMeter(
     int64_t workspace_bytes)
     : tracker_(tracker), model_(settings, device), workspace_bytes_(workspace_bytes) {
   if (workspace_bytes_ > 0) {
-    ModelledMeter* none = nullptr;
-    if (!gemm_watcher.compare_exchange_strong(none, this))
+    register_gemm_callbacks();
+    std::lock_guard<std::mutex> lock(watcher_mutex);
+    if (gemm_watcher != nullptr)
       throw std::logic_error("another allocator model already adds cuBLAS workspaces");
-    gemm_callback_ = at::addGlobalCallback(
-        at::RecordFunctionCallback(on_op_start, on_op_end)
-            .needsInputs(false)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    gemm_watcher = this;
+    gemm_watched.store(true, std::memory_order_release);
   }
-  tracker_.add_observer(this);
+  tracker_.add_observer(this);  // last: nothing after it throws
 }
 
 ModelledMeter::~ModelledMeter() {
   tracker_.remove_observer(this);
-  if (gemm_callback_ != 0) {
-    at::removeCallback(gemm_callback_);
-    gemm_watcher.store(nullptr);
+  std::lock_guard<std::mutex> lock(watcher_mutex);  // waits for a callback using this meter
+  if (gemm_watcher == this) {
+    gemm_watcher = nullptr;
+    gemm_watched.store(false, std::memory_order_release);
   }
 }
 
@@ -82,13 +105,19 @@ void ModelledMeter::on_gemm(bool inside_backward) {
   bool& taken = workspace_taken_[inside_backward ? 1 : 0];
   if (taken)
     return;
-  taken = true;
-  // Kept for the life of the process, as the handle pool keeps it: never freed.
+  // Kept for the life of the process, as the handle pool keeps it: never freed. Refused, it
+  // is asked for again at the next GEMM, as PyTorch keeps only a workspace it got.
   if (model_.malloc(workspace_bytes_) == sim::CachingAllocator::kOom) {
     pending_oom_ = model_.last_oom()->message;
     return;
   }
+  taken = true;
   ++workspaces_allocated_;
+}
+
+bool ModelledMeter::workspace_taken(bool backward) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return workspace_taken_[backward ? 1 : 0];
 }
 
 int64_t ModelledMeter::workspace_bytes_allocated() const {

@@ -40,8 +40,9 @@ struct DeviceReport {
   std::string alloc_conf_source;  // config, environment or default
   std::string allocator_model;    // cuda: a CPU run through the caching-allocator model
   std::string model_workspace;    // with the model: the cuBLAS workspaces it adds
-  // CUDA: the allocator's segments after the run, read back from it (-1: not read), and
-  // whether the expandable_segments that alloc_conf asks for took effect ("" when not asked).
+  // CUDA: the allocator's segments, read back from it at the phase end where it held the most
+  // (-1: not read), of which expandable, and what that says of expandable_segments
+  // (sim::expandable_segments_effect; "" when not asked and none is expandable).
   int64_t segments = -1;
   int64_t expandable_segments = -1;
   std::string alloc_conf_effect;

@@ -111,10 +111,10 @@ class Reader {
           push_int(Kind::kInt, static_cast<int32_t>(unsigned_le(4)));
           break;
         case kLong1:
-          push_int(Kind::kInt, long_int(unsigned_le(1)));
+          push_long(unsigned_le(1));
           break;
         case kLong4:
-          push_int(Kind::kInt, long_int(unsigned_le(4)));
+          push_long(unsigned_le(4));
           break;
         case kBinFloat:
           push_float();
@@ -226,16 +226,30 @@ class Reader {
       v = (v << 8) | static_cast<uint8_t>(s[static_cast<size_t>(k)]);
     return v;
   }
-  int64_t long_int(uint64_t n) {
+  // LONG1/LONG4: `n` bytes of little-endian two's complement, as few as Python needs: a
+  // value from 2^63 to 2^64 - 1 takes 9, the last 0x00 (its sign); anything wider does not fit.
+  void push_long(uint64_t n) {
+    if (n == 9) {
+      const uint64_t v = unsigned_le(8);
+      if (byte() != 0)
+        fail("an integer wider than 64 bits");
+      push_int(Kind::kInt, static_cast<int64_t>(v));
+      values_[stack_.back()].unsigned_64 = v >= (uint64_t{1} << 63);
+      return;
+    }
     if (n > 8)
       fail("an integer wider than 64 bits");
-    if (n == 0)
-      return 0;
+    if (n == 0) {
+      push_int(Kind::kInt, 0);
+      return;
+    }
     const uint64_t v = unsigned_le(static_cast<int>(n));
-    if (n == 8)
-      return static_cast<int64_t>(v);
+    if (n == 8) {
+      push_int(Kind::kInt, static_cast<int64_t>(v));
+      return;
+    }
     const uint64_t sign = uint64_t{1} << (8 * n - 1);
-    return static_cast<int64_t>((v ^ sign) - sign);  // sign-extends n bytes
+    push_int(Kind::kInt, static_cast<int64_t>((v ^ sign) - sign));  // sign-extends n bytes
   }
 
   uint32_t make(Kind kind) {
@@ -412,7 +426,8 @@ nlohmann::json Pickle::to_json(const PickleValue& value, int64_t max_values) con
       case Kind::kBool:
         return v.integer != 0;
       case Kind::kInt:
-        return v.integer;
+        return v.unsigned_64 ? nlohmann::json(static_cast<uint64_t>(v.integer))
+                             : nlohmann::json(v.integer);
       case Kind::kFloat:
         return v.real;
       case Kind::kString:

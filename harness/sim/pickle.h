@@ -32,7 +32,11 @@ struct PickleValue {
   // kGlobal: one of the TorchScript pickler's identity functions, before its REDUCE.
   enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kList, kDict, kGlobal };
   Kind kind = Kind::kNone;
-  int64_t integer = 0;    // kInt; kBool as 0 or 1
+  int64_t integer = 0;  // kInt; kBool as 0 or 1
+  // kInt: `integer` holds the bits of an unsigned value of 2^63 or more (PyTorch pickles a
+  // size_t such as an unknown line, size_t(-1), as a 9-byte LONG1); a signed reader sees it
+  // negative, so a size or an address that large stays refused.
+  bool unsigned_64 = false;
   double real = 0.0;      // kFloat
   std::string_view text;  // kString: UTF-8, a view into the pickle's bytes
   // kList: the items; kDict: key, value, key, value, ... (indices into Pickle::values).

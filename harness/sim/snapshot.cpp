@@ -52,20 +52,33 @@ class SnapshotReader {
   }
 
   // Where an allocation came from: the first frame outside PyTorch, as "name (file:line)".
+  // What an allocation is for, from its frames: the LibTorch function of a CPU-to-GPU rule
+  // (a cuBLAS workspace: "at::cuda::getNewWorkspace()"), else the first frame with a source
+  // file outside PyTorch and outside its recording and allocator machinery (the user's code).
   std::string origin(const PickleValue& entry) const {
     const PickleValue* frames = pickle_.get(entry, "frames");
     if (frames == nullptr || frames->kind != Kind::kList)
       return "";
     for (uint32_t f : frames->children) {
+      const std::string_view name = text(pickle_.at(f), "name");
+      if (name.find("getNewWorkspace") != std::string_view::npos ||
+          name.find("getCUDABlasLtWorkspace") != std::string_view::npos)
+        return std::string(name);
+    }
+    for (uint32_t f : frames->children) {
       const PickleValue& frame = pickle_.at(f);
       const std::string_view file = text(frame, "filename");
-      if (file.empty() || file == "??" || file.find("/torch/") != std::string_view::npos)
+      if (file.empty() || file == "??" || file.find("/torch/") != std::string_view::npos ||
+          file == "memory_snapshot.cpp" || file == "CUDACachingAllocator.cpp")
         continue;
       const PickleValue* line = pickle_.get(frame, "line");
+      // size_t(-1), PyTorch's unknown line, is read as unsigned; shown as "?".
+      const bool known =
+          line != nullptr && line->kind == Kind::kInt && !line->unsigned_64 && line->integer >= 0;
       const size_t slash = file.rfind('/');
       return std::string(text(frame, "name")) + " (" +
              std::string(slash == std::string_view::npos ? file : file.substr(slash + 1)) + ":" +
-             std::to_string(line != nullptr && line->kind == Kind::kInt ? line->integer : 0) + ")";
+             (known ? std::to_string(line->integer) : std::string("?")) + ")";
     }
     return "";
   }

@@ -2,8 +2,8 @@
 # gpu_recording_check.sh OOMGUARD RECORDING...: each RECORDING is the report of a real CUDA run
 # (tests/gpu-recordings/, written by ci/gpu-sanity.sh); the same run on this CPU through the
 # caching-allocator model (--allocator-model cuda, with the recording's card or capacity,
-# seed and allocator settings, and a T4's cuBLAS workspaces as the recording had them) must
-# predict it within gpu-sanity's tolerances (ci/report_table.py compare): peak allocated and
+# seed and allocator settings, a T4's cuBLAS workspaces as the recording had them, and two
+# threads) must predict it within gpu-sanity's tolerances (ci/report_table.py compare): peak allocated and
 # peak reserved within 1% + 1 MiB per phase, retries agreeing, the same outcome and OOM phase.
 # A recording of another config than the default (a changed default run) fails, asking for a
 # new recording rather than comparing unlike runs.
@@ -14,24 +14,39 @@ root=$(cd "$here/../.." && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 failed=0
+[ $# -gt 0 ] || { echo "FAIL: no recordings given"; exit 1; }
 for recording in "$@"; do
   name=$(basename "$recording" .json)
-  args=()
-  while IFS= read -r arg; do args+=("$arg"); done < <(python3 - "$recording" <<'PY'
+  # Arguments one per line, then the allocator settings (through the variable the recording
+  # had them from: an environment's setting is not in its config).
+  if ! spec=$(python3 - "$recording" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 d = r["device_info"]
-print("--seed"); print(r["seed"])
+args = ["--seed", str(r["seed"])]
 if d.get("emulated_card"):
-    print("--card"); print(d["emulated_card"])
+    args += ["--card", d["emulated_card"]]
 elif r.get("capacity_bytes"):
-    print("--capacity"); print(r["capacity_bytes"])
-if d.get("alloc_conf"):
-    print("--set"); print(f"memory.alloc_conf={d['alloc_conf']}")
+    args += ["--capacity", str(r["capacity_bytes"])]
+conf = d.get("alloc_conf") or ""
+if conf and d.get("alloc_conf_source") != "environment":
+    args += ["--set", f"memory.alloc_conf={conf}"]
+print(conf if d.get("alloc_conf_source") == "environment" else "")
+print("\n".join(args))
 PY
-)
+  ); then
+    echo "FAIL: $name: not a run report ($spec)"
+    failed=1
+    continue
+  fi
+  env_conf=$(head -n 1 <<<"$spec")
+  mapfile -t args < <(tail -n +2 <<<"$spec")
+  env_vars=(CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8)
+  [ -n "$env_conf" ] && env_vars+=(PYTORCH_CUDA_ALLOC_CONF="$env_conf" PYTORCH_ALLOC_CONF="$env_conf")
   rc=0
-  CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8 "$cli" run --device cpu --allocator-model cuda \
+  # Two threads, whatever the runner has: CPU kernels size some buffers by thread count, and
+  # the CUDA run's memory does not depend on it (run.threads is left out of the comparison).
+  env "${env_vars[@]}" "$cli" run --device cpu --allocator-model cuda --set run.threads=2 \
     "${args[@]}" --report "$dir/$name.json" >"$dir/$name.log" 2>&1 || rc=$?
   if [ ! -f "$dir/$name.json" ] || { [ $rc != 0 ] && [ $rc != 1 ] && [ $rc != 3 ]; }; then
     tail -5 "$dir/$name.log"
@@ -42,9 +57,15 @@ PY
   if ! python3 - "$recording" "$dir/$name.json" <<'PY'
 import json, sys
 recorded, modelled = (json.load(open(p)) for p in sys.argv[1:3])
-if recorded["config"] != modelled["config"]:
-    keys = sorted(k for k in set(recorded["config"]) | set(modelled["config"])
-                  if recorded["config"].get(k) != modelled["config"].get(k))
+def flat(config, prefix=""):
+    for k, v in config.items():
+        if isinstance(v, dict):
+            yield from flat(v, f"{prefix}{k}.")
+        elif f"{prefix}{k}" != "run.threads":
+            yield f"{prefix}{k}", v
+a, b = dict(flat(recorded["config"])), dict(flat(modelled["config"]))
+if a != b:
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     print(f"FAIL: the recording ran another config (differs in {', '.join(keys)}): record it "
           "again with ci/gpu-sanity.sh on a GPU")
     sys.exit(1)

@@ -5,7 +5,8 @@
 # the settings they were recorded with, the model's reserved bytes equal the recording's
 # after every allocation, whether recording began at the start or mid-run and whether
 # Python (protocol 4) or LibTorch's pickler (protocol 2, type tags) wrote them. What the
-# model cannot replay, a pickle that would run code and a truncated one exit 2 naming why.
+# model cannot replay, a pickle that would run code and a truncated one exit 2 naming why; a
+# frame at PyTorch's unknown line (size_t(-1)) reads.
 # Exit 77 (ctest: skipped) without a Python that has torch (installed; it need not import:
 # oomguard's CPU set-up leaves out the NVIDIA libraries that importing it loads).
 set -u
@@ -31,6 +32,7 @@ check midrun 0 --card t4
 check default 3 --capacity 30MiB
 cp "$dir/default.json" "$dir/default_oom.json"
 check default 0 --card t4
+check unknown_line 3 --capacity 30MiB
 "$here/check_outputs.sh" "$dir"/{default,default_p2,midrun,default_oom}.json || failed=1
 "$python" - "$dir" <<'PY' || failed=1
 import json, sys
@@ -38,6 +40,7 @@ d = sys.argv[1]
 load = lambda n: json.load(open(f"{d}/{n}.json"))
 MiB = 1 << 20
 default, p2, midrun, oom = load("default"), load("default_p2"), load("midrun"), load("default_oom")
+unknown = load("unknown_line")
 checks = {
     "default: reserved matches after all 5 allocations":
         default["snapshot"]["allocations"] == 5 and default["snapshot"]["reserved_matches"] == 5
@@ -55,6 +58,9 @@ checks = {
     "30 MiB card: the 25 MiB logits fail, named by their frame":
         oom["oom"] is not None and oom["oom"]["bytes"] == 25 * MiB
         and oom["oom"]["tag"] == "logits (train.py:13)" and oom["oom"]["alloc_bytes"] == 26 * MiB,
+    "an unknown line (size_t(-1), a 9-byte LONG1) reads, shown as ?":
+        unknown["oom"] is not None and unknown["oom"]["tag"] == "logits (train.py:?)"
+        and unknown["snapshot"]["reserved_matches"] == oom["snapshot"]["reserved_matches"],
 }
 bad = [k for k, ok in checks.items() if not ok]
 print("FAIL: " + "; ".join(bad) if bad else "ok: " + "; ".join(checks))

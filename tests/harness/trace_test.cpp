@@ -37,7 +37,10 @@ class TraceTest : public testing::TrackedFixture {
     std::ifstream in(path_);
     return sim::read_trace(in, path_);
   }
-  const std::string path_ = ::testing::TempDir() + "oomguard_trace_test.jsonl";
+  // One file per test: ctest runs the tests of this fixture side by side.
+  const std::string path_ = ::testing::TempDir() + "oomguard_trace_" +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                            ".jsonl";
 };
 
 TEST_F(TraceTest, RecordsEachAllocationWithItsSiteAndItsFree) {
@@ -143,8 +146,11 @@ TEST_F(TraceTest, ModelAddsAWorkspaceAtTheFirstGemmOfTheForwardAndOfTheBackward)
   EXPECT_EQ(model.workspace_bytes_allocated(), 0);  // no GEMM yet
   auto y = at::matmul(a, a).sum();
   EXPECT_EQ(model.workspace_bytes_allocated(), kWorkspace);  // the forward's handle
-  y.backward();                                              // mm in MmBackward: autograd's handle
+  EXPECT_TRUE(model.workspace_taken(/*backward=*/false));
+  EXPECT_FALSE(model.workspace_taken(/*backward=*/true));
+  y.backward();  // mm in MmBackward: autograd's handle
   EXPECT_EQ(model.workspace_bytes_allocated(), 2 * kWorkspace);
+  EXPECT_TRUE(model.workspace_taken(/*backward=*/true));
   (void)at::matmul(a, a).sum();
   EXPECT_EQ(model.workspace_bytes_allocated(), 2 * kWorkspace);  // kept, never a third
   // Both in the model's allocated bytes and in one 20 MiB segment, as the CUDA run showed
@@ -159,6 +165,7 @@ TEST_F(TraceTest, ModelWithoutGradientsTakesTheForwardsWorkspaceOnly) {
   auto a = at::ones({64, 64});
   (void)at::matmul(a, a);
   EXPECT_EQ(model.workspace_bytes_allocated(), kWorkspace);
+  EXPECT_TRUE(model.workspace_taken(/*backward=*/false));
 }
 
 TEST_F(TraceTest, ModelWithoutWorkspacesAddsNone) {
@@ -173,7 +180,8 @@ TEST_F(TraceTest, AWorkspaceTheCardHasNoRoomForIsAnOomAtTheNextAllocation) {
   model.set_capacity(4 * MiB);  // a 20 MiB segment cannot be had
   auto a = at::ones({8, 8});
   try {
-    (void)at::matmul(a, a);  // the workspace is refused; the product's output raises it
+    (void)at::matmul(a, a);  // the workspace is refused at the product's end
+    (void)at::ones({8, 8});  // the next allocation raises it
     ADD_FAILURE() << "expected an OutOfMemoryError";
   } catch (const c10::OutOfMemoryError& e) {
     // The 8.12 MiB workspace asks for a 20 MiB segment, which PyTorch's message names.
@@ -181,6 +189,7 @@ TEST_F(TraceTest, AWorkspaceTheCardHasNoRoomForIsAnOomAtTheNextAllocation) {
         << e.what();
   }
   EXPECT_EQ(model.workspace_bytes_allocated(), 0);
+  EXPECT_FALSE(model.workspace_taken(/*backward=*/false));  // asked for again at the next GEMM
 }
 
 }  // namespace

@@ -13,6 +13,8 @@ not by oomguard's model, so a replay that matches them follows the allocator's r
   default_p2.pickle   the same as LibTorch's TorchScript pickler writes it: protocol 2, the
                       root wrapped in torch.jit._pickle.restore_type_tag
   midrun.pickle       recording started mid-run: a segment and two live blocks before it
+  unknown_line.pickle the default run with its user frames at line 2**64 - 1, PyTorch's size_t
+                      "unknown line", which Python pickles as a 9-byte LONG1
   two_streams.pickle, private_pool.pickle, expandable.pickle, two_devices.pickle: refused
   code.pickle         a pickle that would run code (refused before anything runs)
 """
@@ -164,6 +166,12 @@ def main(out):
     write("default.pickle", default)
     write("default_p2.pickle", TypeTagged(default, "Dict[str, Any]"), protocol=2)
     write("midrun.pickle", midrun())
+    unknown = copy.deepcopy(default)
+    for entry in unknown["device_traces"][0]:
+        for frame in entry.get("frames", []):
+            if frame["filename"].endswith("train.py"):
+                frame["line"] = 2**64 - 1
+    write("unknown_line.pickle", unknown)
 
     two = copy.deepcopy(default)
     two["device_traces"][0][4]["stream"] = 7

@@ -4,6 +4,7 @@
 // pickle.dumps(value, protocol) and by torch._C._pickle_save (its data.pkl).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string_view>
 
 #include "harness/sim/pickle.h"
@@ -156,6 +157,23 @@ TEST(PickleTest, StreamingWriterMatchesTheDocumentWriter) {
   unbalanced.integer(1);
   unbalanced.begin_list();
   EXPECT_THROW(unbalanced.finish(), std::logic_error);
+}
+
+TEST(PickleTest, ReadsAnUnsigned64BitValueAsPyTorchWritesASizeT) {
+  // 2**64 - 1 (size_t(-1), PyTorch's unknown line) as Python pickles it: LONG1 of 9 bytes,
+  // the last the sign byte 0x00.
+  static const char kMaxSizeT[] = "\x80\x04\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00.";
+  const std::string bytes(kMaxSizeT, sizeof(kMaxSizeT) - 1);
+  const Pickle pickle(bytes);
+  EXPECT_EQ(pickle.root().kind, PickleValue::Kind::kInt);
+  EXPECT_TRUE(pickle.root().unsigned_64);
+  EXPECT_EQ(pickle.to_json(pickle.root()), nlohmann::json(UINT64_MAX));
+  // 2**63 - 1 takes 8 bytes and stays signed.
+  static const char kInt64Max[] = "\x80\x04\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f.";
+  const std::string signed_bytes(kInt64Max, sizeof(kInt64Max) - 1);
+  const Pickle signed_max(signed_bytes);
+  EXPECT_FALSE(signed_max.root().unsigned_64);
+  EXPECT_EQ(signed_max.root().integer, INT64_MAX);
 }
 
 TEST(PickleTest, ACycleIsAnErrorWhenExpanded) {

@@ -19,9 +19,10 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   // Observes `tracker` from here on; `device` is the card the model fills (its total and
   // what the driver can hand out; set_capacity adds the memory fraction).
   // `workspace_bytes` > 0: the bytes of one cuBLAS workspace, which the model allocates, and
-  // keeps, at the first GEMM (aten::mm, addmm, bmm, ...) outside autograd's backward and at the
-  // first inside it: a CUDA run's two cuBLAS handles (forward thread, autograd's device thread).
-  // One such meter at a time watches GEMMs (a process-wide RecordFunction callback).
+  // keeps, at the end of the first GEMM (aten::mm, addmm, bmm, ...) outside autograd's
+  // backward and of the first inside it: a CUDA run's two cuBLAS handles (forward thread,
+  // autograd's device thread). One such meter at a time watches GEMMs, through RecordFunction
+  // callbacks registered once per process (every operator then passes through them).
   ModelledMeter(
       TrackingAllocator& tracker,
       const sim::AllocatorSettings& settings,
@@ -46,9 +47,11 @@ class ModelledMeter final : public Meter, public AllocationObserver {
 
   // The workspaces allocated so far (0, 1 or 2 of them), in bytes.
   int64_t workspace_bytes_allocated() const;
-  // Called at a GEMM (inside_backward: within an autograd node): allocates that handle's
-  // workspace the first time. A refusal (OOM) is raised by the next allocation of the run,
-  // since RecordFunction swallows what its callbacks throw.
+  // Whether the backward's (true) or the forward's (false) workspace is allocated.
+  bool workspace_taken(bool backward) const;
+  // Called at the end of a GEMM (inside_backward: within an autograd node): allocates that
+  // handle's workspace the first time. A refusal (OOM) is raised by the next allocation of
+  // the run, since RecordFunction swallows what its callbacks throw.
   void on_gemm(bool inside_backward);
 
  private:
@@ -60,7 +63,6 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   bool workspace_taken_[2] = {false, false};  // forward's, backward's
   int64_t workspaces_allocated_ = 0;
   std::string pending_oom_;
-  uint64_t gemm_callback_ = 0;  // at::CallbackHandle; 0: none
 };
 
 }  // namespace oomguard::memory
