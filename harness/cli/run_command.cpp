@@ -485,7 +485,7 @@ int run_command(const RunArgs& args) {
                                ? resolved.capacity_bytes
                                : (cuda ? cuda->device_total_bytes() : int64_t{0});
   if (cuda && !args.snapshot_file.empty())
-    cuda->record_history();            // from the first phase on: every allocation and free
+    cuda->record_history();  // from the first phase on: every allocation and free
   // The phase end at which the allocator held the most segments (one reading: its count and
   // how many of them were expandable).
   memory::CudaSegments segments_seen;

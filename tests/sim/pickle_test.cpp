@@ -219,7 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
             "at byte 28: the pickle ends inside this opcode's argument (truncated file?)"},
         RefusedCase{
             "wide_int",
-            "\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.",
+            // 2**64 as LONG1: 9 bytes, the last not a sign byte (the literal's NULs kept).
+            std::string_view("\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", 14),
             "at byte 2: an integer wider than 64 bits"},
         RefusedCase{
             "two_values", "\x80\x04K\x01K\x02.", "at byte 6: STOP with 2 values on the stack"},
