@@ -274,7 +274,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
     run::apply_set(overrides, s);
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
-  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, {}, {}, std::nullopt};
+  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, std::nullopt};
   // A bad data file is a usage error too: found here, before anything runs.
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
@@ -318,31 +318,16 @@ ResolvedRun resolve_run(const RunArgs& args) {
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
   if (args.allocator_model == "cuda") {
-    try {
-      resolved.model_settings = sim::AllocatorSettings::parse(
-          resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
-    } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
-    }
-    // The card's total and what its driver can give; the capacity comes as the memory
-    // fraction (Meter::set_capacity), as on CUDA.
-    if (!args.card.empty()) {
-      const auto& card = memory::find_card(args.card);
-      resolved.model_device = {card.total_bytes, card.capacity_bytes(), /*allowed_bytes=*/0};
-    } else if (resolved.capacity_bytes > 0) {
-      resolved.model_device = {resolved.capacity_bytes, resolved.capacity_bytes, 0};
-    }
-    const int sm =
-        args.card.empty() ? kModelDefaultSm : memory::find_card(args.card).compute_capability;
     const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
     try {
-      resolved.model_workspace = sim::cublas_workspace(
-          sm,
+      resolved.model = memory::model_target(
+          args.card,
+          resolved.capacity_bytes,
+          resolved.config.alloc_conf,
           {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-          config != nullptr ? config : "",
-          sim::kTrainingCublasHandles);
+          config != nullptr ? config : "");
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string("CUBLAS_WORKSPACE_CONFIG: ") + e.what());
+      throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
     }
   }
   return resolved;
@@ -357,7 +342,7 @@ void write_snapshot(
   in.close();
   if (args.trace_file.empty())
     std::remove(trace_path.c_str());
-  sim::DeviceLimits device = resolved.model_device;
+  sim::DeviceLimits device = resolved.model ? resolved.model->device : sim::DeviceLimits{};
   if (device.total_bytes == 0 && resolved.capacity_bytes > 0)
     device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
   sim::DeviceTrace device_trace;
@@ -404,10 +389,10 @@ int run_command(const RunArgs& args) {
   } else if (!config.alloc_conf.empty()) {
     options.device.alloc_conf = config.alloc_conf;
     options.device.alloc_conf_source = "config";
-    if (!resolved.model_settings)
+    if (!resolved.model)
       log::info("memory.alloc_conf has no effect on CPU runs without --allocator-model cuda");
   }
-  options.device.allocator_model = resolved.model_settings ? "cuda" : "";
+  options.device.allocator_model = resolved.model ? "cuda" : "";
   check_writable(args.trace_file, "--trace");
   check_writable(args.snapshot_file, "--snapshot");
   // --snapshot on CPU replays the run's trace: the one asked for, or one of its own next to it.
@@ -424,11 +409,9 @@ int run_command(const RunArgs& args) {
   meter_options.capacity_bytes = resolved.capacity_bytes;
   meter_options.card = args.card;
   meter_options.trace_path = trace_path;
-  meter_options.model_settings = resolved.model_settings;
-  meter_options.model_device = resolved.model_device;
-  meter_options.model_workspace_bytes = resolved.model_workspace.bytes_per_handle;
-  if (resolved.model_settings) {
-    options.device.model_workspace = resolved.model_workspace.describe();
+  if (resolved.model) {
+    meter_options.model_targets.push_back(*resolved.model);
+    options.device.model_workspace = resolved.model->workspace.describe();
     log::info(
         "allocator model: + cuBLAS workspaces, " + options.device.model_workspace +
         ", at the first GEMM of the forward and of the backward");

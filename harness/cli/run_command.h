@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/run/config.h"
+#include <oomguard/memory/modelled_meter.h>
 #include <oomguard/sim/caching_allocator.h>
 #include <oomguard/sim/gpu_rules.h>
 
@@ -36,19 +37,13 @@ struct RunArgs {
 // file that compiles CLI11).
 void add_run_options(CLI::App& app, RunArgs& args);
 
-// The architecture whose rules the allocator model follows when a capacity alone names no
-// card: a T4's (sm_75), the card oomguard's users run their CI on.
-constexpr int kModelDefaultSm = 75;
-
 struct ResolvedRun {
   run::RunConfig config;
   int64_t capacity_bytes = 0;  // emulated card; 0: none
   std::string device;          // cpu or cuda (auto resolved)
-  // --allocator-model cuda: the model's settings (memory.alloc_conf) and card.
-  std::optional<sim::AllocatorSettings> model_settings;
-  sim::DeviceLimits model_device;
-  // The cuBLAS workspaces the model adds: the card's (a capacity alone: kModelDefaultSm's).
-  sim::CublasWorkspace model_workspace;
+  // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
+  // predicts, with its rules (cuBLAS workspaces).
+  std::optional<memory::ModelTarget> model;
   // --snapshot: the settings its replay uses (memory.alloc_conf).
   std::optional<sim::AllocatorSettings> snapshot_settings;
 };

@@ -1,8 +1,9 @@
 #include <cstdlib>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <oomguard/gtest.h>
 #include <oomguard/memory/budgets.h>
@@ -11,9 +12,8 @@
 #include "harness/gtest/registry.h"
 
 namespace oomguard::testing {
-namespace {
+namespace detail {
 
-// What was live at the peak, one tag per line, under a failure message.
 std::string live_lines(const PhaseResult& phase) {
   if (phase.live_at_peak.empty())
     return phase.meter == "cuda" ? "" : "\n  (no allocation was seen during the phase)";
@@ -26,11 +26,35 @@ std::string live_lines(const PhaseResult& phase) {
   return text;
 }
 
+std::string oom_message(const PhaseResult& phase) {
+  const std::string head = "phase " + phase.name + " of " + phase.test;
+  if (!phase.predictions.empty() && !phase.predictions.front().oom.empty())
+    return head + " would run out of memory on " + phase.predictions.front().label +
+           " (predicted by the caching-allocator model): " + phase.oom;
+  return head + " ran out of memory: " + phase.oom;
+}
+
+BudgetCheck budget_check(const PhaseResult& phase) {
+  if (!phase.predictions.empty()) {
+    const Prediction& p = phase.predictions.front();
+    return {
+        {phase.test, phase.name, "cuda", p.card, /*predicted=*/true}, p.peak_allocated_bytes, true};
+  }
+  return {{phase.test, phase.name, phase.meter, phase.card}, phase.peak_allocated_bytes, false};
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::live_lines;
+
 // A problem that makes every assertion on the phase fail: an OOM, or figures the meter may
 // have missed. Empty when there is none.
 std::string unusable(const PhaseResult& phase) {
   if (!phase.oom.empty())
-    return "phase " + phase.name + " of " + phase.test + " ran out of memory: " + phase.oom;
+    return "phase " + phase.name + " of " + phase.test +
+           " has no figures to check: it ran out of memory (reported where it was measured)";
   if (!phase.untracked.empty())
     return "phase " + phase.name + " of " + phase.test +
            ": its figures may be low: " + phase.untracked;
@@ -83,32 +107,39 @@ bool accepting() {
            << "phase " << phase.name << " of " << phase.test
            << ": no budgets file; set OOMGUARD_BUDGETS to one (it may not exist yet) and run "
               "with OOMGUARD_ACCEPT=1 to record the peaks";
-  const memory::BudgetKey key{phase.test, phase.name, phase.meter, phase.card};
+  const detail::BudgetCheck check = detail::budget_check(phase);
+  const memory::BudgetKey& key = check.key;
+  const std::string key_text = key.device_key();
+  const std::string figure = check.predicted ? "predicted " : "";
   if (accepting()) {
-    const int64_t budget = memory::accept_budget(path, key, phase.peak_allocated_bytes);
-    detail::record_verdict(phase, budget, memory::PhaseStatus::kPass);
+    const int64_t budget = memory::accept_budget(path, key, check.peak_bytes);
+    detail::record_verdict(phase, budget, memory::PhaseStatus::kPass, &check);
     std::cout << "[ oomguard ] " << path << ": " << phase.test << " " << phase.name << " "
-              << phase.meter << " = " << memory::format_size(budget) << " (peak "
-              << memory::format_size(phase.peak_allocated_bytes) << ")\n";
+              << (check.predicted ? key_text : phase.meter) << " = " << memory::format_size(budget)
+              << " (" << figure << "peak " << memory::format_size(check.peak_bytes) << ")\n";
     return ::testing::AssertionSuccess();
   }
   const memory::BudgetFile file = memory::load_budgets(path);
   const std::optional<int64_t> budget = file.find(key);
   if (!budget)
     return ::testing::AssertionFailure()
-           << "phase " << phase.name << " of " << phase.test << " has no budget for "
-           << (phase.card.empty() ? phase.meter : phase.meter + ":" + phase.card) << " in " << path
-           << " (it peaked at " << memory::format_size(phase.peak_allocated_bytes)
-           << "); record one with OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS=" << path
-           << " and review the diff";
-  const std::string over = memory::over_budget_message(
-      phase.name, phase.test, phase.peak_allocated_bytes, *budget, phase.start_allocated_bytes);
+           << "phase " << phase.name << " of " << phase.test << " has no budget for " << key_text
+           << " in " << path << " (its " << figure << "peak is "
+           << memory::format_size(check.peak_bytes) << "); record one with OOMGUARD_ACCEPT=1 "
+           << "OOMGUARD_BUDGETS=" << path << " and review the diff";
+  std::string over = memory::over_budget_message(
+      phase.name, phase.test, check.peak_bytes, *budget, phase.start_allocated_bytes);
   detail::record_verdict(
       phase,
       *budget,
-      over.empty() ? memory::PhaseStatus::kPass : memory::PhaseStatus::kBudgetExceeded);
+      over.empty() ? memory::PhaseStatus::kPass : memory::PhaseStatus::kBudgetExceeded,
+      &check);
   if (over.empty())
     return ::testing::AssertionSuccess();
+  if (check.predicted)
+    over += "; predicted for " + phase.predictions.front().label +
+            " by the caching-allocator model (the CPU run peaked at " +
+            memory::format_size(phase.peak_allocated_bytes) + ")";
   return ::testing::AssertionFailure() << over << live_lines(phase);
 }
 
@@ -130,13 +161,133 @@ bool accepting() {
 ::testing::AssertionResult phase_no_near_oom(const char*, const PhaseResult& phase) {
   if (const std::string problem = unusable(phase); !problem.empty())
     return ::testing::AssertionFailure() << problem;
-  if (phase.num_alloc_retries == 0)
+  std::ostringstream retried;
+  int64_t retries = phase.num_alloc_retries;
+  if (phase.num_alloc_retries > 0)
+    retried << " " << phase.num_alloc_retries << " time(s) (peak reserved "
+            << memory::format_size(phase.peak_reserved_bytes) << ")";
+  for (const Prediction& p : phase.predictions) {
+    if (p.num_alloc_retries == 0)
+      continue;
+    retries += p.num_alloc_retries;
+    retried << "\n  " << p.num_alloc_retries << " time(s) predicted on " << p.label
+            << " (peak reserved " << memory::format_size(p.peak_reserved_bytes) << ")";
+  }
+  if (retries == 0)
     return ::testing::AssertionSuccess();
   detail::record_verdict(phase, 0, memory::PhaseStatus::kNearOom);
   return ::testing::AssertionFailure()
          << "phase " << phase.name << " of " << phase.test << " nearly ran out of memory: the "
-         << "caching allocator freed its cache and retried " << phase.num_alloc_retries
-         << " time(s) (peak reserved " << memory::format_size(phase.peak_reserved_bytes) << ")";
+         << "caching allocator freed its cache and retried" << retried.str();
+}
+
+namespace {
+
+// Why a phase has no reserved figure to check, or "" when it has: measured on CUDA,
+// predicted on CPU with a card or capacity.
+std::string no_reserved_figure(const PhaseResult& phase) {
+  if (phase.meter == "cuda" || !phase.predictions.empty())
+    return "";
+  return "phase " + phase.name + " of " + phase.test +
+         ": the CPU meter measures no reserved memory; set OOMGUARD_CARD or OOMGUARD_CAPACITY "
+         "to have the caching-allocator model predict it";
+}
+
+// The reserved figures of a phase: the measured one on CUDA, else each prediction's.
+struct ReservedFigure {
+  std::string label;  // "measured", or the prediction's card and settings
+  int64_t capacity_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  std::string oom;
+};
+
+std::vector<ReservedFigure> reserved_figures(const PhaseResult& phase) {
+  std::vector<ReservedFigure> figures;
+  if (phase.meter == "cuda") {
+    figures.push_back({"measured", phase.capacity_bytes, phase.peak_reserved_bytes, phase.oom});
+    return figures;
+  }
+  for (const Prediction& p : phase.predictions)
+    figures.push_back({p.label, p.capacity_bytes, p.peak_reserved_bytes, p.oom});
+  return figures;
+}
+
+// `margin` of `capacity`: "10%" of it, or a size.
+int64_t margin_bytes(const std::string& margin, int64_t capacity) {
+  if (!margin.empty() && margin.back() == '%') {
+    size_t used = 0;
+    double percent = -1;
+    try {
+      percent = std::stod(margin.substr(0, margin.size() - 1), &used);
+    } catch (const std::exception&) {
+    }
+    if (used + 1 != margin.size() || percent < 0 || percent >= 100)
+      throw std::invalid_argument("\"" + margin + "\" is not a percentage from 0% to below 100%");
+    return static_cast<int64_t>(static_cast<double>(capacity) * percent / 100.0);
+  }
+  return memory::parse_size(margin);
+}
+
+}  // namespace
+
+::testing::AssertionResult phase_reserved_below(
+    const char*, const char* limit_text, const PhaseResult& phase, const std::string& limit) {
+  int64_t bytes = 0;
+  if (const std::string problem = cannot_compare(phase, limit_text, limit, bytes); !problem.empty())
+    return ::testing::AssertionFailure() << problem;
+  if (const std::string none = no_reserved_figure(phase); !none.empty())
+    return ::testing::AssertionFailure() << none;
+  std::string over;
+  for (const ReservedFigure& f : reserved_figures(phase))
+    if (f.peak_reserved_bytes > bytes)
+      over += "\n  " + f.label + ": peak reserved " + memory::format_size(f.peak_reserved_bytes);
+  if (over.empty())
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "phase " << phase.name << " of " << phase.test << " reserved more than its limit "
+         << memory::format_size(bytes) << ":" << over << live_lines(phase);
+}
+
+::testing::AssertionResult phase_fits_card(
+    const char*, const char* margin_text, const PhaseResult& phase, const std::string& margin) {
+  if (!phase.untracked.empty())
+    return ::testing::AssertionFailure() << unusable(phase);
+  if (const std::string none = no_reserved_figure(phase); !none.empty())
+    return ::testing::AssertionFailure() << none;
+  std::string verdicts;
+  bool all_fit = true;
+  for (const ReservedFigure& f : reserved_figures(phase)) {
+    if (f.capacity_bytes <= 0)
+      return ::testing::AssertionFailure()
+             << "phase " << phase.name << " of " << phase.test
+             << ": no card to fit; set OOMGUARD_CARD or OOMGUARD_CAPACITY";
+    int64_t spare = 0;
+    try {
+      spare = margin_bytes(margin, f.capacity_bytes);
+    } catch (const std::invalid_argument& e) {
+      return ::testing::AssertionFailure() << "the margin " << margin_text << ": " << e.what();
+    }
+    const int64_t limit = f.capacity_bytes - spare;
+    const bool fits = f.oom.empty() && f.peak_reserved_bytes <= limit;
+    all_fit = all_fit && fits;
+    verdicts +=
+        "\n  " + f.label + ": " +
+        (!f.oom.empty() ? "out of memory, asking for " +
+                              memory::format_size(memory::requested_bytes_from_oom_message(f.oom))
+                        : std::string(fits ? "fits" : "too close") + ", peak reserved " +
+                              memory::format_size(f.peak_reserved_bytes) + " of " +
+                              memory::format_size(f.capacity_bytes) + " (at most " +
+                              memory::format_size(limit) + " with the margin)");
+  }
+  if (all_fit)
+    return ::testing::AssertionSuccess();
+  detail::record_verdict(
+      phase,
+      0,
+      phase.oom.empty() ? memory::PhaseStatus::kBudgetExceeded : memory::PhaseStatus::kOom);
+  return ::testing::AssertionFailure()
+         << "phase " << phase.name << " of " << phase.test << " does not fit with a margin of "
+         << margin << ":" << verdicts << live_lines(phase);
 }
 
 }  // namespace oomguard::testing

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -13,9 +14,11 @@
 
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/phase_scope.h>
+#include <oomguard/memory/sizes.h>
 #include "harness/gtest/registry.h"
 
 namespace oomguard::testing {
+
 namespace {
 
 // The site's phase name must outlive every allocation tagged with it: measure() names each
@@ -38,6 +41,14 @@ void record_properties(const PhaseResult& r) {
   if (r.peak_reserved_bytes >= 0)
     ::testing::Test::RecordProperty(
         prefix + "peak_reserved_bytes", std::to_string(r.peak_reserved_bytes));
+  for (const Prediction& p : r.predictions) {
+    const std::string predicted = prefix + "predicted." + p.label + ".";
+    ::testing::Test::RecordProperty(
+        predicted + "peak_allocated_bytes", std::to_string(p.peak_allocated_bytes));
+    ::testing::Test::RecordProperty(
+        predicted + "peak_reserved_bytes", std::to_string(p.peak_reserved_bytes));
+    ::testing::Test::RecordProperty(predicted + "fits", p.fits() ? "true" : "false");
+  }
   ::testing::Test::RecordProperty(
       prefix + "num_alloc_retries", std::to_string(r.num_alloc_retries));
   ::testing::Test::RecordProperty(prefix + "meter", r.meter);
@@ -97,6 +108,50 @@ void MemoryTest::SetUp() {
 
 namespace {
 
+// What each target of the model predicted for the phase that just ended.
+std::vector<Prediction> predictions(memory::MeterStack& stack) {
+  std::vector<Prediction> out;
+  const memory::ModelledMeter* model = stack.modelled();
+  if (model == nullptr)
+    return out;
+  for (size_t i = 0; i < model->targets(); ++i) {
+    const memory::ModelTarget& target = model->target(i);
+    const memory::ModelFigures f = model->figures(i);
+    Prediction& p = out.emplace_back();
+    p.card = target.card;
+    p.capacity_bytes = i == 0 ? stack.options().capacity_bytes : target.capacity_bytes;
+    p.alloc_conf = target.alloc_conf;
+    p.label = target.label();
+    p.peak_allocated_bytes = f.peak_allocated_bytes;
+    p.peak_reserved_bytes = f.peak_reserved_bytes;
+    p.num_alloc_retries = f.num_alloc_retries;
+    p.largest_gap_bytes = f.largest_gap_bytes;
+    p.oom = f.oom;
+    for (sim::RuleEffect rule : target.rules()) {
+      if (rule.name == "cublas_workspace")
+        rule.bytes = f.workspace_bytes;  // the handles that have run a GEMM so far
+      p.rules.push_back(rule);
+    }
+  }
+  return out;
+}
+
+// One line per phase on stdout, so a log shows the figures without opening a report:
+// "[ oomguard ] Suite.Name train: peak 41.2MiB (start 2MiB); t4: fits, reserved 60MiB ...".
+void print_phase(const PhaseResult& r) {
+  std::string line = "[ oomguard ] " + r.test + " " + r.name + ": peak " +
+                     memory::format_size(r.peak_allocated_bytes) + " (start " +
+                     memory::format_size(r.start_allocated_bytes) + ", " + r.meter + ")";
+  for (const Prediction& p : r.predictions) {
+    line += "; " + p.label + ": " + (p.fits() ? "fits" : "OOM") + ", predicted allocated " +
+            memory::format_size(p.peak_allocated_bytes) + ", reserved " +
+            memory::format_size(p.peak_reserved_bytes);
+    if (p.num_alloc_retries > 0)
+      line += ", " + std::to_string(p.num_alloc_retries) + " retries";
+  }
+  std::cout << line << "\n";
+}
+
 PhaseResult result_of(const memory::PhaseMemory& figures, const char* site_phase) {
   memory::MeterStack& stack = meters();
   PhaseResult result;
@@ -114,15 +169,21 @@ PhaseResult result_of(const memory::PhaseMemory& figures, const char* site_phase
   result.untracked = stack.coverage_gap();
   if (stack.live() != nullptr)
     result.live_at_peak = stack.live()->live_at_peak(site_phase, result.peak_allocated_bytes);
+  result.predictions = predictions(stack);
+  if (!result.predictions.empty()) {
+    // The measured figures stay the CPU's; what the model says is in the predictions.
+    result.peak_reserved_bytes = -1;
+    result.num_alloc_retries = 0;
+  }
   return result;
 }
 
 void finish(const PhaseResult& result) {
   record_properties(result);
   detail::record_phase(result);
+  print_phase(result);
   if (!result.oom.empty())
-    ADD_FAILURE() << "phase " << result.name << " of " << result.test
-                  << " ran out of memory: " << result.oom;
+    ADD_FAILURE() << detail::oom_message(result) << detail::live_lines(result);
   if (!result.untracked.empty())
     ADD_FAILURE() << "phase " << result.name << " of " << result.test
                   << ": its figures may be low: " << result.untracked;

@@ -14,14 +14,35 @@ struct PhaseEntry {
   PhaseResult result;
   int64_t budget_bytes = 0;  // 0: none checked yet
   memory::PhaseStatus status = memory::PhaseStatus::kPass;
+  std::string budget_key;         // the budgets file's key checked ("cpu", "cuda:t4"), "" for none
+  bool budget_predicted = false;  // checked against the predicted figures, not the measured
 };
+
+// The budget a phase is checked against: its key in the budgets file and the figure.
+struct BudgetCheck {
+  memory::BudgetKey key;
+  int64_t peak_bytes = 0;
+  bool predicted = false;  // the model's prediction (CPU with a card), not the meter's bytes
+};
+BudgetCheck budget_check(const PhaseResult& phase);
+
+// "phase train of Suite.Name ran out of memory: ..." (or "would run out of memory on t4"
+// where the model predicted it).
+std::string oom_message(const PhaseResult& phase);
+// What was live at the peak, one tag per line, to follow a failure message.
+std::string live_lines(const PhaseResult& phase);
 
 // "Suite.Name" of the running test ("(no test)" outside one).
 std::string current_test_name();
 // Adds a measured phase to the current test's record and writes its report.
 void record_phase(const PhaseResult& result);
 // Records the budget checked for `result` and the verdict, and writes the report again.
-void record_verdict(const PhaseResult& result, int64_t budget_bytes, memory::PhaseStatus status);
+// `check`: where the budget came from, null for a literal limit.
+void record_verdict(
+    const PhaseResult& result,
+    int64_t budget_bytes,
+    memory::PhaseStatus status,
+    const BudgetCheck* check = nullptr);
 // Records the seed of the current test.
 void record_seed(uint64_t seed);
 

@@ -30,20 +30,52 @@ nlohmann::json phase_json(const PhaseEntry& entry) {
       if (bytes > 0)
         live.push_back({{"tag", tag}, {"bytes", bytes}});
   }
-  return {
+  nlohmann::json predictions = nlohmann::json::array();
+  for (const Prediction& p : r.predictions) {
+    nlohmann::json rules = nlohmann::json::array();
+    for (const sim::RuleEffect& rule : p.rules)
+      rules.push_back({{"name", rule.name}, {"bytes", rule.bytes}, {"detail", rule.detail}});
+    predictions.push_back(
+        {{"label", p.label},
+         {"card", p.card.empty() ? nlohmann::json() : nlohmann::json(p.card)},
+         {"capacity_bytes", p.capacity_bytes},
+         {"alloc_conf", p.alloc_conf},
+         {"fits", p.fits()},
+         {"peak_allocated_bytes", p.peak_allocated_bytes},
+         {"peak_reserved_bytes", p.peak_reserved_bytes},
+         {"num_alloc_retries", p.num_alloc_retries},
+         {"largest_gap_bytes", p.largest_gap_bytes},
+         {"oom", p.oom.empty() ? nlohmann::json() : nlohmann::json(p.oom)},
+         {"rules", rules}});
+  }
+  // With a prediction, the reserved and retry figures are its first target's, as in a report
+  // of `oomguard run --allocator-model cuda`.
+  const Prediction* first = r.predictions.empty() ? nullptr : &r.predictions.front();
+  const int64_t reserved = first != nullptr ? first->peak_reserved_bytes : r.peak_reserved_bytes;
+  nlohmann::json phase = {
       {"name", r.name},
       {"status", memory::to_string(entry.status)},
       {"start_allocated_bytes", r.start_allocated_bytes},
       {"peak_allocated_bytes", r.peak_allocated_bytes},
       {"end_allocated_bytes", r.end_allocated_bytes},
       {"budget_bytes", entry.budget_bytes},
-      {"peak_reserved_bytes",
-       r.peak_reserved_bytes >= 0 ? nlohmann::json(r.peak_reserved_bytes) : nlohmann::json()},
-      {"num_alloc_retries", r.num_alloc_retries},
+      {"budget_key",
+       entry.budget_key.empty() ? nlohmann::json() : nlohmann::json(entry.budget_key)},
+      {"budget_checked_against",
+       entry.budget_key.empty()
+           ? nlohmann::json()
+           : nlohmann::json(entry.budget_predicted ? "predicted" : "measured")},
+      {"peak_reserved_bytes", reserved >= 0 ? nlohmann::json(reserved) : nlohmann::json()},
+      {"predicted_peak_allocated_bytes",
+       first != nullptr ? nlohmann::json(first->peak_allocated_bytes) : nlohmann::json()},
+      {"num_alloc_retries", first != nullptr ? first->num_alloc_retries : r.num_alloc_retries},
       {"steps", 0},
       {"wall_seconds", r.wall_seconds},
       {"live_at_peak", live},
       {"untracked", r.untracked.empty() ? nlohmann::json() : nlohmann::json(r.untracked)}};
+  if (first != nullptr)
+    phase["predictions"] = predictions;
+  return phase;
 }
 
 // The test's report: oomguard.report/1 as `oomguard run` writes it, with the test's name in
@@ -53,6 +85,7 @@ void write_report(const std::string& test, const TestRecord& record) {
   if (dir == nullptr || *dir == '\0' || record.phases.empty())
     return;
   const PhaseResult& first = record.phases.front().result;
+  const Prediction* predicted = first.predictions.empty() ? nullptr : &first.predictions.front();
   std::string outcome = "pass";
   nlohmann::json oom = nullptr;
   nlohmann::json phases = nlohmann::json::array();
@@ -63,7 +96,8 @@ void write_report(const std::string& test, const TestRecord& record) {
       oom = {
           {"phase", entry.result.name},
           {"requested_bytes", memory::requested_bytes_from_oom_message(entry.result.oom)},
-          {"message", entry.result.oom}};
+          {"message", entry.result.oom},
+          {"predicted", !entry.result.predictions.empty()}};
     } else if (entry.status == memory::PhaseStatus::kBudgetExceeded && outcome != "oom") {
       outcome = "budget_exceeded";
     } else if (entry.status == memory::PhaseStatus::kNearOom && outcome == "pass") {
@@ -81,9 +115,14 @@ void write_report(const std::string& test, const TestRecord& record) {
         {"name", nullptr},
         {"total_bytes", nullptr},
         {"emulated_card", first.card.empty() ? nlohmann::json() : nlohmann::json(first.card)},
-        {"alloc_conf", nullptr},
-        {"alloc_conf_source", nullptr},
-        {"allocator_model", nullptr}}},
+        {"alloc_conf",
+         predicted != nullptr && !predicted->alloc_conf.empty()
+             ? nlohmann::json(predicted->alloc_conf)
+             : nlohmann::json()},
+        {"alloc_conf_source",
+         predicted != nullptr && !predicted->alloc_conf.empty() ? nlohmann::json("environment")
+                                                                : nlohmann::json()},
+        {"allocator_model", predicted != nullptr ? nlohmann::json("cuda") : nlohmann::json()}}},
       {"torch_version", TORCH_VERSION},
       {"capacity_bytes", first.capacity_bytes},
       {"guards", nlohmann::json::object()},
@@ -129,7 +168,11 @@ void record_phase(const PhaseResult& result) {
   write_report(result.test, record);
 }
 
-void record_verdict(const PhaseResult& result, int64_t budget_bytes, memory::PhaseStatus status) {
+void record_verdict(
+    const PhaseResult& result,
+    int64_t budget_bytes,
+    memory::PhaseStatus status,
+    const BudgetCheck* check) {
   std::lock_guard<std::mutex> lock(g_mutex);
   TestRecord& record = g_tests[result.test];
   for (auto it = record.phases.rbegin(); it != record.phases.rend(); ++it) {
@@ -137,6 +180,10 @@ void record_verdict(const PhaseResult& result, int64_t budget_bytes, memory::Pha
       continue;
     if (budget_bytes > 0)
       it->budget_bytes = budget_bytes;
+    if (check != nullptr) {
+      it->budget_key = check->key.device_key();
+      it->budget_predicted = check->predicted;
+    }
     if (status != memory::PhaseStatus::kPass)
       it->status = status;
     break;

@@ -119,6 +119,10 @@ std::string budgets_text(const BudgetFile& file) {
   return doc.dump(2) + "\n";
 }
 
+std::string BudgetKey::device_key() const {
+  return memory::device_key(device, card);
+}
+
 std::optional<int64_t> BudgetFile::find(const BudgetKey& key) const {
   const auto test = budgets.find(key.test);
   if (test == budgets.end())
@@ -136,6 +140,8 @@ std::optional<int64_t> BudgetFile::find(const BudgetKey& key) const {
 
 std::string BudgetFile::accept_key(const BudgetKey& key) const {
   const std::string with_card = device_key(key.device, key.card);
+  if (key.predicted)
+    return with_card;
   const auto test = budgets.find(key.test);
   if (test != budgets.end()) {
     const auto phase = test->second.find(key.phase);

@@ -35,15 +35,18 @@ const std::vector<CardProfile>& card_profiles() {
   return profiles;
 }
 
-const CardProfile& find_card(const std::string& name) {
+std::string known_cards() {
   std::string known;
-  for (const auto& card : card_profiles()) {
-    if (card.name == name) {
-      return card;
-    }
+  for (const auto& card : card_profiles())
     known += (known.empty() ? "" : ", ") + card.name;
-  }
-  throw std::invalid_argument("unknown card \"" + name + "\"; known cards: " + known);
+  return known;
+}
+
+const CardProfile& find_card(const std::string& name) {
+  for (const auto& card : card_profiles())
+    if (card.name == name)
+      return card;
+  throw std::invalid_argument("unknown card \"" + name + "\"; known cards: " + known_cards());
 }
 
 }  // namespace oomguard::memory

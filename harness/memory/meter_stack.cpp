@@ -1,10 +1,12 @@
 #include <oomguard/memory/meter_stack.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
@@ -15,6 +17,68 @@ namespace {
 const char* env_or_null(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+}  // namespace
+
+namespace {
+
+// A prediction target from the environment; `what` names where it came from in errors.
+ModelTarget target_from_env(
+    const std::string& what,
+    const std::string& card,
+    int64_t capacity_bytes,
+    const std::string& alloc_conf,
+    const sim::GpuRules& rules) {
+  const char* cublas = env_or_null("CUBLAS_WORKSPACE_CONFIG");
+  try {
+    return model_target(
+        card,
+        capacity_bytes,
+        alloc_conf,
+        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+        cublas != nullptr ? cublas : "",
+        rules);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(what + ": " + e.what());
+  }
+}
+
+// OOMGUARD_PREDICT's entries: "CARD_OR_SIZE [SETTINGS]" separated by ';'.
+std::vector<ModelTarget> extra_targets(const std::string& text, const sim::GpuRules& rules) {
+  std::vector<ModelTarget> targets;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(';', start), text.size());
+    std::string entry = text.substr(start, end - start);
+    start = end + 1;
+    const size_t first = entry.find_first_not_of(" \t");
+    if (first == std::string::npos)
+      continue;
+    entry = entry.substr(first, entry.find_last_not_of(" \t") - first + 1);
+    const size_t space = entry.find_first_of(" \t");
+    const std::string where = entry.substr(0, space);
+    const std::string conf =
+        space == std::string::npos ? "" : entry.substr(entry.find_first_not_of(" \t", space));
+    const std::string what = "OOMGUARD_PREDICT entry \"" + entry + "\"";
+    bool is_card = false;
+    for (const CardProfile& card : card_profiles())
+      is_card = is_card || card.name == where;
+    int64_t capacity = 0;
+    if (!is_card) {
+      try {
+        capacity = parse_size(where);
+      } catch (const std::invalid_argument&) {
+        throw std::invalid_argument(
+            what + ": \"" + where + "\" is neither a card (" + known_cards() +
+            ") nor a size such as 12GiB");
+      }
+      if (capacity <= 0)
+        throw std::invalid_argument(what + ": a capacity must be more than 0 bytes");
+    }
+    targets.push_back(target_from_env(what, is_card ? where : "", capacity, conf, rules));
+  }
+  return targets;
 }
 
 }  // namespace
@@ -47,6 +111,42 @@ MeterOptions meter_options_from_env() {
     throw std::invalid_argument(
         std::string("OOMGUARD_CAPACITY=") + capacity +
         ": must be more than 0 bytes; unset it for no limit");
+
+  const char* model = env_or_null("OOMGUARD_ALLOCATOR_MODEL");
+  if (model != nullptr && std::string(model) != "cuda" && std::string(model) != "none")
+    throw std::invalid_argument(
+        std::string("OOMGUARD_ALLOCATOR_MODEL=") + model + ": expected cuda or none");
+  const char* predict = env_or_null("OOMGUARD_PREDICT");
+  const bool modelled = model == nullptr || std::string(model) == "cuda";
+  if (predict != nullptr && (options.capacity_bytes == 0 || !modelled))
+    throw std::invalid_argument(
+        "OOMGUARD_PREDICT adds cards and settings to the prediction of OOMGUARD_CARD or "
+        "OOMGUARD_CAPACITY; set one of them (and leave OOMGUARD_ALLOCATOR_MODEL at cuda)");
+  if (options.capacity_bytes == 0 || !modelled || resolve_device(options.device) != "cpu") {
+    if (predict != nullptr)
+      throw std::invalid_argument(
+          "OOMGUARD_PREDICT: predictions are made on the CPU meter, and this binary measures "
+          "on CUDA; set OOMGUARD_DEVICE=cpu to predict");
+    return options;
+  }
+  sim::GpuRules rules;
+  if (const char* names = env_or_null("OOMGUARD_RULES")) {
+    try {
+      rules = sim::GpuRules::parse(names);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("OOMGUARD_RULES: ") + e.what());
+    }
+  }
+  const char* conf = env_or_null("OOMGUARD_ALLOC_CONF");
+  options.model_targets.push_back(target_from_env(
+      card != nullptr ? "OOMGUARD_CARD" : "OOMGUARD_CAPACITY",
+      options.card,
+      options.capacity_bytes,
+      conf != nullptr ? conf : "",
+      rules));
+  if (predict != nullptr)
+    for (ModelTarget& t : extra_targets(predict, rules))
+      options.model_targets.push_back(std::move(t));
   return options;
 }
 
@@ -66,7 +166,7 @@ MeterStack::MeterStack(const MeterOptions& options)
       device_(resolve_device(options.device)),
       tracker_(TrackingAllocator::instance()),
       meter_(&tracker_) {
-  if (device_ == "cuda" && (!options.trace_path.empty() || options.model_settings))
+  if (device_ == "cuda" && (!options.trace_path.empty() || !options.model_targets.empty()))
     throw std::invalid_argument(
         "a trace and the allocator model work on the CPU meter, and this stack is on CUDA");
   // Observers the tracker holds must not outlive a stack that failed to build.
@@ -86,9 +186,8 @@ MeterStack::MeterStack(const MeterOptions& options)
       live_ = std::make_unique<LiveByTag>();
       tracker_.add_observer(live_.get());
     }
-    if (options.model_settings) {
-      modelled_ = std::make_unique<ModelledMeter>(
-          tracker_, *options.model_settings, options.model_device, options.model_workspace_bytes);
+    if (!options.model_targets.empty()) {
+      modelled_ = std::make_unique<ModelledMeter>(tracker_, options.model_targets);
       meter_ = modelled_.get();
     }
     if (device_ == "cuda") {

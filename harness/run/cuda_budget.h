@@ -9,14 +9,12 @@
 #include <vector>
 
 #include <oomguard/sim/alloc_conf.h>
+#include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::run {
 
-struct BudgetRule {
-  std::string name;    // cublas_workspace
-  int64_t bytes = 0;   // added to every phase's budget (held from the first GEMM on)
-  std::string detail;  // "2 handles x 8,519,680 B (default for sm75)"
-};
+// A rule's bytes are added to every phase's budget (held from the first GEMM on).
+using BudgetRule = sim::RuleEffect;
 
 struct CudaBudget {
   std::vector<BudgetRule> rules;

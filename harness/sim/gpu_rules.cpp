@@ -1,5 +1,6 @@
 #include <oomguard/sim/gpu_rules.h>
 
+#include <algorithm>
 #include <cctype>
 #include <stdexcept>
 
@@ -27,6 +28,32 @@ std::string with_commas(int64_t n) {
 }
 
 }  // namespace
+
+GpuRules GpuRules::parse(std::string_view text) {
+  if (text == "all" || text.empty())
+    return GpuRules{};
+  GpuRules rules;
+  rules.cublas_workspace = false;
+  if (text == "none")
+    return rules;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view name = text.substr(start, end - start);
+    if (name == "cublas_workspace")
+      rules.cublas_workspace = true;
+    else
+      throw std::invalid_argument(
+          "unknown rule \"" + std::string(name) +
+          "\"; known rules: cublas_workspace (or all, none)");
+    start = end + 1;
+  }
+  return rules;
+}
+
+std::string GpuRules::names() const {
+  return cublas_workspace ? "cublas_workspace" : "none";
+}
 
 std::string CublasWorkspace::describe() const {
   return std::to_string(handles) + (handles == 1 ? " handle x " : " handles x ") +

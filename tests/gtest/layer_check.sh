@@ -59,10 +59,14 @@ grep -q "1 test.*PASSED\|PASSED.*1 test" "$tmp/conf.txt" || { cat "$tmp/conf.txt
 OOMGUARD_CARD=t4 "$binary" --gtest_filter=LayerTest.EmulatedCardFromTheEnvironment \
   > "$tmp/card.txt" 2>&1 || { cat "$tmp/card.txt"; fail "OOMGUARD_CARD"; }
 grep -q "PASSED.*1 test" "$tmp/card.txt" || { cat "$tmp/card.txt"; fail "not run"; }
+OOMGUARD_CARD=t4 OOMGUARD_ALLOCATOR_MODEL=none "$binary" \
+  --gtest_filter=LayerTest.EmulatedCardFromTheEnvironment > "$tmp/card.txt" 2>&1 ||
+  { cat "$tmp/card.txt"; fail "OOMGUARD_ALLOCATOR_MODEL=none"; }
+grep -q "PASSED.*1 test" "$tmp/card.txt" || { cat "$tmp/card.txt"; fail "not run"; }
 
-expect_2() {  # expect_2 NAME=VALUE TEXT: the binary exits 2 and says TEXT
+expect_2() {  # expect_2 NAME=VALUE TEXT [NAME=VALUE...]: the binary exits 2 and says TEXT
   rc=0
-  env "$1" "$binary" > "$tmp/bad.txt" 2>&1 || rc=$?
+  env "${@:3}" "$1" "$binary" > "$tmp/bad.txt" 2>&1 || rc=$?
   [ "$rc" = 2 ] || { cat "$tmp/bad.txt"; fail "$1: exit $rc, expected 2"; }
   grep -qF "$2" "$tmp/bad.txt" || { cat "$tmp/bad.txt"; fail "$1: no '$2'"; }
   echo "ok: $1 -> exit 2: $(head -n 1 "$tmp/bad.txt")"
@@ -71,5 +75,12 @@ expect_2 OOMGUARD_CAPACITY=12XB "OOMGUARD_CAPACITY: "
 expect_2 OOMGUARD_CARD=Z9 "OOMGUARD_CARD: "
 expect_2 OOMGUARD_DEVICE=tpu "OOMGUARD_DEVICE=tpu: expected auto, cpu or cuda"
 expect_2 OOMGUARD_ALLOC_CONF=no_such_key:1 "OOMGUARD_ALLOC_CONF: "
+expect_2 OOMGUARD_ALLOCATOR_MODEL=gpu "OOMGUARD_ALLOCATOR_MODEL=gpu: expected cuda or none"
+expect_2 OOMGUARD_PREDICT=t4 "OOMGUARD_PREDICT adds cards and settings to the prediction of"
+expect_2 OOMGUARD_PREDICT="t4; z9 expandable_segments:True" \
+  'OOMGUARD_PREDICT entry "z9 expandable_segments:True": "z9" is neither a card' OOMGUARD_CARD=t4
+expect_2 OOMGUARD_PREDICT="t4 no_such_key:1" 'OOMGUARD_PREDICT entry "t4 no_such_key:1": ' \
+  OOMGUARD_CARD=t4
+expect_2 OOMGUARD_RULES=flash "OOMGUARD_RULES: unknown rule \"flash\"" OOMGUARD_CARD=t4
 expect_2 OOMGUARD_THREADS=two "OOMGUARD_THREADS=two: expected a whole number"
 echo "ok: the GoogleTest layer"

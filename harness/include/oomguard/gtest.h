@@ -12,18 +12,31 @@
 // Link oomguard::gtest_main (it installs the meter before anything else runs and brings
 // main), or oomguard::gtest and call oomguard::memory::install_meter() first in your main.
 //
+// clang-format off
 // The environment, as `oomguard run` reads it:
-//   OOMGUARD_DEVICE       auto (default: CUDA when built with it and a device is visible), cpu,
-//   cuda OOMGUARD_CARD         an emulated card: t4, a100-40, a100-80, h200
-//   (<oomguard/memory/cards.h>) OOMGUARD_CAPACITY     or an emulated capacity ("12GiB")
-//   OOMGUARD_ALLOC_CONF   the CUDA caching allocator's settings (gtest_main applies them before
-//                         CUDA starts)
-//   OOMGUARD_SEED         the seed of every test; else a counter per test in
-//                         OOMGUARD_SEED_COUNTER_DIR (default ./oomguard-seeds), so
-//                         `ctest --repeat until-fail:N` tries a new seed each time
-//   OOMGUARD_BUDGETS      the budgets file of EXPECT_PHASE_WITHIN_BUDGET
-//   OOMGUARD_ACCEPT=1     write the measured peaks plus headroom into it instead of checking
-//   OOMGUARD_REPORT_DIR   where each test's report (oomguard.report/1) is written
+//
+//   OOMGUARD_DEVICE        auto (default: CUDA when built with it and a device is visible),
+//                          cpu, cuda
+//   OOMGUARD_CARD          an emulated card: t4, a100-40, a100-80, h200
+//                          (<oomguard/memory/cards.h>)
+//   OOMGUARD_CAPACITY      or an emulated capacity ("12GiB")
+//   OOMGUARD_ALLOC_CONF    the CUDA caching allocator's settings (gtest_main applies them
+//                          before CUDA starts; on CPU the model predicts with them)
+//   OOMGUARD_ALLOCATOR_MODEL
+//                          cuda (default): on CPU, a card or capacity is predicted by the
+//                          caching-allocator model (PhaseResult::predictions); none: the CPU
+//                          bytes alone are held to the capacity
+//   OOMGUARD_PREDICT       more cards and settings to predict alongside, ';'-separated:
+//                          "t4 expandable_segments:True; a100-80; 12GiB"
+//   OOMGUARD_RULES         the CPU-to-GPU rules the model applies: all (default), none, or
+//                          names (<oomguard/sim/gpu_rules.h>: cublas_workspace)
+//   OOMGUARD_SEED          the seed of every test; else a counter per test in
+//                          OOMGUARD_SEED_COUNTER_DIR (default ./oomguard-seeds), so
+//                          `ctest --repeat until-fail:N` tries a new seed each time
+//   OOMGUARD_BUDGETS       the budgets file of EXPECT_PHASE_WITHIN_BUDGET
+//   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking
+//   OOMGUARD_REPORT_DIR    where each test's report (oomguard.report/1) is written
+// clang-format on
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,9 +47,30 @@
 
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/memory/phase_scope.h>
+#include <oomguard/sim/gpu_rules.h>
 #include <oomguard/sim/replay.h>
 
 namespace oomguard::testing {
+
+// What the caching-allocator model predicts a CUDA run of the phase would do on one card (or
+// capacity) with one allocator setting: on CPU with OOMGUARD_CARD or OOMGUARD_CAPACITY.
+struct Prediction {
+  std::string card;                  // the card, "" for a capacity alone
+  int64_t capacity_bytes = 0;        // what the process may reserve on it
+  std::string alloc_conf;            // the allocator settings, "" for LibTorch's defaults
+  int64_t peak_allocated_bytes = 0;  // a CUDA run's max_memory_allocated, predicted
+  int64_t peak_reserved_bytes = 0;   // max_memory_reserved: what must fit on the card
+  int64_t num_alloc_retries = 0;     // the allocator would free its cache and retry
+  int64_t largest_gap_bytes = 0;     // most reserved-but-unallocated memory (fragmentation)
+  std::string oom;  // LibTorch's out-of-memory message when the card would run out, else ""
+  // The CPU-to-GPU rules applied and their bytes in this phase's figures, e.g.
+  // {"cublas_workspace", 17039360, "2 handles x 8,519,680 B (default for sm75)"}.
+  std::vector<sim::RuleEffect> rules;
+
+  std::string label;  // "t4", "t4 expandable_segments:True", "12GiB"
+
+  bool fits() const { return oom.empty(); }
+};
 
 // The figures of one measured phase.
 struct PhaseResult {
@@ -56,6 +90,11 @@ struct PhaseResult {
   std::vector<sim::TagBytes> live_at_peak;
   std::string oom;        // the out-of-memory message when the phase ran out, else ""
   std::string untracked;  // why the meter may have missed allocations, "" when it saw all
+  // On CPU with a card or capacity: the model's predictions, the first for OOMGUARD_CARD or
+  // OOMGUARD_CAPACITY with OOMGUARD_ALLOC_CONF (it stops the phase where the card would run
+  // out, and the budgets' cuda:<card> entry is checked against it), then OOMGUARD_PREDICT's.
+  // Empty when nothing is predicted (no card, CUDA, OOMGUARD_ALLOCATOR_MODEL=none).
+  std::vector<Prediction> predictions;
 
   int64_t growth_bytes() const { return peak_allocated_bytes - start_allocated_bytes; }
 };
@@ -94,6 +133,16 @@ uint64_t seed_test();
     const PhaseResult& phase,
     const std::string& limit);
 ::testing::AssertionResult phase_no_near_oom(const char* phase_text, const PhaseResult& phase);
+::testing::AssertionResult phase_reserved_below(
+    const char* phase_text,
+    const char* limit_text,
+    const PhaseResult& phase,
+    const std::string& limit);
+::testing::AssertionResult phase_fits_card(
+    const char* phase_text,
+    const char* margin_text,
+    const PhaseResult& phase,
+    const std::string& margin);
 
 // A fixture for memory tests: seeds LibTorch with seed_test() and sets LibTorch's thread
 // count to OOMGUARD_THREADS (default 2), so figures do not depend on the machine's cores.
@@ -110,7 +159,10 @@ class MemoryTest : public ::testing::Test {
 #define ASSERT_PHASE_PEAK_BELOW(phase, limit) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_peak_below, phase, limit)
 // The phase's peak is within its budget in the budgets file (OOMGUARD_BUDGETS); with
-// OOMGUARD_ACCEPT=1 the measured peak plus headroom is written there instead.
+// OOMGUARD_ACCEPT=1 the peak plus headroom is written there instead. The peak is the measured
+// one, under the key "cpu" or "cuda" (":<card>" where the file has one); on CPU with a card or
+// capacity, the predicted one, under "cuda:<card>" (or "cuda"), the key a CUDA run of the card
+// is checked against.
 #define EXPECT_PHASE_WITHIN_BUDGET(phase) \
   EXPECT_PRED_FORMAT1(::oomguard::testing::phase_within_budget, phase)
 #define ASSERT_PHASE_WITHIN_BUDGET(phase) \
@@ -120,8 +172,22 @@ class MemoryTest : public ::testing::Test {
   EXPECT_PRED_FORMAT2(::oomguard::testing::phase_growth_below, phase, limit)
 #define ASSERT_PHASE_GROWTH_BELOW(phase, limit) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_growth_below, phase, limit)
-// The allocator never had to free its cache and retry (a near-OOM; CUDA).
+// The allocator never had to free its cache and retry (a near-OOM): measured on CUDA,
+// predicted for every card and setting on CPU.
 #define EXPECT_PHASE_NO_NEAR_OOM(phase) \
   EXPECT_PRED_FORMAT1(::oomguard::testing::phase_no_near_oom, phase)
 #define ASSERT_PHASE_NO_NEAR_OOM(phase) \
   ASSERT_PRED_FORMAT1(::oomguard::testing::phase_no_near_oom, phase)
+// The peak reserved bytes are at most `limit`: measured on CUDA; on CPU, predicted for every
+// card and setting (it fails where nothing is predicted).
+#define EXPECT_PHASE_RESERVED_BELOW(phase, limit) \
+  EXPECT_PRED_FORMAT2(::oomguard::testing::phase_reserved_below, phase, limit)
+#define ASSERT_PHASE_RESERVED_BELOW(phase, limit) \
+  ASSERT_PRED_FORMAT2(::oomguard::testing::phase_reserved_below, phase, limit)
+// The phase fits its card with `margin` to spare ("10%" of the capacity, or a size "1GiB"):
+// no out-of-memory and peak reserved at most the capacity minus the margin; measured on CUDA
+// with an emulated card, predicted for every card and setting on CPU, one verdict each.
+#define EXPECT_PHASE_FITS_CARD(phase, margin) \
+  EXPECT_PRED_FORMAT2(::oomguard::testing::phase_fits_card, phase, margin)
+#define ASSERT_PHASE_FITS_CARD(phase, margin) \
+  ASSERT_PRED_FORMAT2(::oomguard::testing::phase_fits_card, phase, margin)

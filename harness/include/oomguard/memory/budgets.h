@@ -8,7 +8,8 @@
 //
 // A budget is looked up for the device and emulated card ("cuda:T4"), then the device
 // ("cuda"). Accepting (OOMGUARD_ACCEPT=1 in the GoogleTest layer) writes the measured peak
-// plus the headroom, under the card's key where the file has one, else the device's.
+// plus the headroom, under the card's key where the file has one, else the device's; a peak
+// predicted for a card on CPU always goes under the card's key.
 #include <cstdint>
 #include <iosfwd>
 #include <map>
@@ -23,6 +24,12 @@ struct BudgetKey {
   std::string phase;  // "evaluate"
   std::string device;
   std::string card;
+  // Figures the allocator model predicted for the card (CPU): accepting writes them under the
+  // card's own key ("cuda:t4") even where the file has only the device's.
+  bool predicted = false;
+
+  // The file's key of the device and card: "cuda:t4", or "cpu" without a card.
+  std::string device_key() const;
 };
 
 struct BudgetFile {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <oomguard/memory/cuda_meter.h>
 #include <oomguard/memory/live_by_tag.h>
@@ -26,18 +27,21 @@ struct MeterOptions {
   std::string trace_path;
   // CPU only: keep what is live by tag at each phase's peak (LiveByTag).
   bool live_by_tag = true;
-  // CPU only: feed the caching-allocator model, so reserved memory and fragmentation are
-  // predicted and the emulated card fails as the CUDA allocator would.
-  std::optional<sim::AllocatorSettings> model_settings;
-  sim::DeviceLimits model_device;
-  // With the model: the bytes of one cuBLAS workspace, which a CUDA run allocates at the first
-  // GEMM of the forward and of the backward (sim::cublas_workspace); 0 for none.
-  int64_t model_workspace_bytes = 0;
+  // CPU only: feed the caching-allocator model of each target, so reserved memory and
+  // fragmentation are predicted and the first target's card fails as the CUDA allocator
+  // would (ModelledMeter); empty for no model. The first target's capacity is capacity_bytes.
+  std::vector<ModelTarget> model_targets;
 };
 
 // MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda), OOMGUARD_CARD (a card
-// profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a size such as "12GiB"). Throws
-// std::invalid_argument naming the variable and what it accepts.
+// profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a size such as "12GiB"). On the
+// CPU meter a card or capacity is predicted by the caching-allocator model
+// (OOMGUARD_ALLOCATOR_MODEL=cuda, the default; none holds the CPU bytes to the capacity
+// instead) with the settings in OOMGUARD_ALLOC_CONF and the rules in OOMGUARD_RULES (all,
+// none, or names: <oomguard/sim/gpu_rules.h>), and OOMGUARD_PREDICT adds more cards and
+// settings to predict alongside: "CARD_OR_SIZE [SETTINGS]; ..." ("t4
+// expandable_segments:True; a100-80"). Throws std::invalid_argument naming the variable and
+// what it accepts.
 MeterOptions meter_options_from_env();
 
 // "cpu" or "cuda" for `asked` (auto, cpu, cuda); throws std::invalid_argument when CUDA is

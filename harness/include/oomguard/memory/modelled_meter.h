@@ -1,28 +1,76 @@
 #pragma once
 // ModelledMeter: the CPU meter with the caching-allocator model fed as the run goes
-// (`--allocator-model cuda`): an emulated card refuses an allocation when the CUDA caching
-// allocator would, fragmentation included, and reserved memory is reported as predicted.
-// What only a CUDA run allocates is added where it happens: a cuBLAS workspace at the first
-// GEMM of the forward and at the first GEMM of the backward (sim::cublas_workspace).
+// (`--allocator-model cuda`, and the GoogleTest layer with a card on CPU): an emulated card
+// refuses an allocation when the CUDA caching allocator would, fragmentation included, and
+// reserved memory is reported as predicted. What only a CUDA run allocates is added where it
+// happens, by the rules of <oomguard/sim/gpu_rules.h>: a cuBLAS workspace at the first GEMM
+// of the forward and at the first GEMM of the backward (sim::cublas_workspace).
+// Several cards and allocator settings can be predicted side by side from one run.
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/sim/caching_allocator.h>
+#include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::memory {
 
+// One card (or capacity) and allocator setting to predict for.
+struct ModelTarget {
+  std::string card;            // a card profile (<oomguard/memory/cards.h>); "" for a capacity
+  int64_t capacity_bytes = 0;  // the most the process may reserve (memory fraction); 0: none
+  std::string alloc_conf;      // the settings as given ("" for LibTorch's defaults)
+  sim::AllocatorSettings settings;
+  sim::DeviceLimits device;  // the card's total and what its driver hands out
+  // The cuBLAS workspace rule: bytes_per_handle 0 when the rule is off.
+  sim::CublasWorkspace workspace;
+
+  // "t4", "t4 expandable_segments:True", "12GiB": the card or capacity, then the settings.
+  std::string label() const;
+  // The rules this target applies, with their bytes ("cublas_workspace", 17039360, ...).
+  std::vector<sim::RuleEffect> rules() const;
+};
+
+// The target for `card` (a profile name; "" for a capacity alone, modelled as a card of
+// compute capability kDefaultModelSm) or `capacity_bytes`, with allocator settings
+// `alloc_conf` as LibTorch `torch` reads them and CUBLAS_WORKSPACE_CONFIG `cublas_config`
+// ("" when unset); neither a card nor a capacity: a device without limit. Throws
+// std::invalid_argument for an unknown card, malformed settings or workspace config.
+ModelTarget model_target(
+    const std::string& card,
+    int64_t capacity_bytes,
+    const std::string& alloc_conf,
+    sim::TorchVersion torch,
+    std::string_view cublas_config,
+    const sim::GpuRules& rules = {});
+
+// What one target predicted since the last reset_peak.
+struct ModelFigures {
+  int64_t peak_allocated_bytes = 0;  // blocks handed out: rounding, slack and workspaces
+  int64_t peak_reserved_bytes = 0;   // segments held: what must fit on the card
+  int64_t num_alloc_retries = 0;     // the cache freed and the request tried again
+  int64_t largest_gap_bytes = 0;     // most reserved minus allocated as a request was served
+  int64_t workspace_bytes = 0;       // the cuBLAS workspaces held now
+  std::string oom;                   // the first refusal's message (LibTorch's words), or ""
+};
+
 class ModelledMeter final : public Meter, public AllocationObserver {
  public:
-  // Observes `tracker` from here on; `device` is the card the model fills (its total and
-  // what the driver can hand out; set_capacity adds the memory fraction).
-  // `workspace_bytes` > 0: the bytes of one cuBLAS workspace, which the model allocates, and
-  // keeps, at the end of the first GEMM (aten::mm, addmm, bmm, ...) outside autograd's
-  // backward and of the first inside it: a CUDA run's two cuBLAS handles (forward thread,
-  // autograd's device thread). One such meter at a time watches GEMMs, through RecordFunction
-  // callbacks registered once per process (every operator then passes through them).
+  // Observes `tracker` from here on and predicts every target; the first is the meter's own:
+  // stats() reports it, set_capacity() changes it, and an allocation it refuses throws
+  // c10::OutOfMemoryError as the card would. The others only record their first refusal.
+  // A target with a workspace allocates one, and keeps it, at the end of the first GEMM
+  // (aten::mm, addmm, bmm, ...) outside autograd's backward and of the first inside it: a
+  // CUDA run's two cuBLAS handles (forward thread, autograd's device thread). One such meter
+  // at a time watches GEMMs, through RecordFunction callbacks registered once per process
+  // (every operator then passes through them).
+  ModelledMeter(TrackingAllocator& tracker, const std::vector<ModelTarget>& targets);
+  // One target of `device` (its capacity from set_capacity) with `workspace_bytes` per handle.
   ModelledMeter(
       TrackingAllocator& tracker,
       const sim::AllocatorSettings& settings,
@@ -34,35 +82,39 @@ class ModelledMeter final : public Meter, public AllocationObserver {
 
   std::string name() const override { return "cpu+cuda-model"; }
   // Allocated: the CPU meter's bytes (what the run asked for); reserved, retries, OOMs and the
-  // predicted allocated bytes: the model's.
+  // predicted allocated bytes: the first target's.
   MemoryStats stats() const override;
-  void reset_peak() override;
-  // The emulated card as the CUDA meter sets it: the allocator's memory fraction (reserved +
-  // new segment > bytes fails; 0 for none).
+  void reset_peak() override;  // every target's
+  // The emulated card as the CUDA meter sets it: the first target's memory fraction
+  // (reserved + new segment > bytes fails; 0 for none).
   void set_capacity(int64_t bytes) override;
-  void release_cache() override;
+  void release_cache() override;  // every target's
 
   void on_alloc(int64_t id, int64_t bytes) override;  // throws c10::OutOfMemoryError
   void on_free(int64_t id) override;
 
-  // The workspaces allocated so far (0, 1 or 2 of them), in bytes.
+  size_t targets() const { return models_.size(); }
+  const ModelTarget& target(size_t i) const;
+  ModelFigures figures(size_t i) const;
+
+  // The first target's workspaces allocated so far (0, 1 or 2 of them), in bytes.
   int64_t workspace_bytes_allocated() const;
-  // Whether the backward's (true) or the forward's (false) workspace is allocated.
+  // Whether the first target's backward (true) or forward (false) workspace is allocated.
   bool workspace_taken(bool backward) const;
   // Called at the end of a GEMM (inside_backward: within an autograd node): allocates that
-  // handle's workspace the first time. A refusal (OOM) is raised by the next allocation of
-  // the run, since RecordFunction swallows what its callbacks throw.
+  // handle's workspace the first time. The first target's refusal (OOM) is raised by the next
+  // allocation of the run, since RecordFunction swallows what its callbacks throw.
   void on_gemm(bool inside_backward);
 
  private:
+  struct Model;
+  // Serves `bytes` in `m`; false when refused (recorded as the model's OOM).
+  bool serve(Model& m, int64_t id, int64_t bytes);
+
   TrackingAllocator& tracker_;
   mutable std::mutex mutex_;
-  sim::CachingAllocator model_;
-  std::unordered_map<int64_t, sim::CachingAllocator::Handle> blocks_;
-  int64_t workspace_bytes_ = 0;
-  bool workspace_taken_[2] = {false, false};  // forward's, backward's
-  int64_t workspaces_allocated_ = 0;
-  std::string pending_oom_;
+  std::vector<std::unique_ptr<Model>> models_;
+  std::string pending_oom_;  // the first target's refused workspace
 };
 
 }  // namespace oomguard::memory

@@ -5,10 +5,30 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <oomguard/sim/alloc_conf.h>
 
 namespace oomguard::sim {
+
+// What one rule added to a prediction or a budget, for reports and failure messages:
+// {"cublas_workspace", 17039360, "2 handles x 8,519,680 B (default for sm75)"}.
+struct RuleEffect {
+  std::string name;
+  int64_t bytes = 0;
+  std::string detail;
+};
+
+// The rules a prediction applies; every one unless switched off.
+struct GpuRules {
+  bool cublas_workspace = true;
+
+  // "all", "none", or rule names separated by commas ("cublas_workspace"): the rules to
+  // apply. Throws std::invalid_argument naming an unknown rule and listing the known ones.
+  static GpuRules parse(std::string_view text);
+  // The rules' names, comma-separated ("cublas_workspace"), or "none".
+  std::string names() const;
+};
 
 // cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp, getChosenWorkspaceSize and
 // getNewWorkspace): each cuBLAS handle takes one workspace through the caching allocator at

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# prediction_check.sh PREDICTION_TEST: the GoogleTest layer predicting a card on CPU
+# (tests/gtest/prediction_test.cpp, a small MLP of its own, linked with oomguard::gtest_main):
+# - OOMGUARD_CARD=t4 with two more targets in OOMGUARD_PREDICT: the tests pass, each report
+#   matches oomguard.report/1 and lists the predictions with the workspace rule, and each
+#   phase's figures are printed;
+# - a capacity between the predicted allocated and reserved peaks fails the test as the card
+#   would, naming the phase;
+# - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them).
+set -euo pipefail
+binary=$1
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+train=Prediction.TrainStepIsPredictedForTheCardWithTheWorkspaceRule
+
+mkdir "$tmp/t4"
+OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
+  OOMGUARD_REPORT_DIR="$tmp/t4" "$binary" > "$tmp/t4.txt" 2>&1 ||
+  { cat "$tmp/t4.txt"; fail "the prediction tests failed on t4"; }
+grep -q "PASSED.*3 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 3 tests ran"; }
+grep -F "[ oomguard ] $train train: peak " "$tmp/t4.txt" ||
+  { cat "$tmp/t4.txt"; fail "no figures printed for the train phase"; }
+"$here/../cli/check_outputs.sh" "$tmp"/t4/*.json
+read -r allocated reserved < <(python3 - "$tmp/t4/$train.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["device_info"]["allocator_model"] == "cuda", report["device_info"]
+phase = report["phases"][0]
+labels = [p["label"] for p in phase["predictions"]]
+assert labels == ["t4", "t4 expandable_segments:True", "12MiB"], labels
+t4 = phase["predictions"][0]
+assert t4["fits"] and t4["rules"][0]["name"] == "cublas_workspace", t4
+assert t4["rules"][0]["bytes"] == 2 * 8519680, t4["rules"]
+assert phase["peak_reserved_bytes"] == t4["peak_reserved_bytes"] > phase["peak_allocated_bytes"]
+assert not phase["predictions"][2]["fits"], phase["predictions"][2]
+print(t4["peak_allocated_bytes"], t4["peak_reserved_bytes"])
+PY
+)
+echo "ok: t4 predicted allocated $allocated, reserved $reserved"
+# The schema holds predictions to their shape: these changes must be rejected.
+for change in "p['fits'] = False" "del p['rules']" "p['rules'][0]['name'] = 'flash'"; do
+  python3 - "$tmp/t4/$train.json" "$tmp/broken.json" "$change" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["phases"][0]["predictions"][0]
+exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  rc=0
+  "$here/../cli/check_outputs.sh" "$tmp/broken.json" > "$tmp/broken.txt" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || { cat "$tmp/broken.txt"; fail "the schema accepted: $change"; }
+  echo "ok: the schema rejects $change"
+done
+python3 - "$tmp/t4/Prediction.BudgetsOfTheCardComeFromThePrediction.json" <<'PY'
+import json, sys
+phase = json.load(open(sys.argv[1]))["phases"][0]
+assert phase["budget_key"] == "cuda:t4", phase["budget_key"]
+assert phase["budget_checked_against"] == "predicted", phase
+print("ok: the budget's key and figure are the card's prediction")
+PY
+
+# Between the predicted allocated and reserved peaks: the CPU bytes would fit, the card not.
+capacity=$(( (allocated + reserved) / 2 ))
+rc=0
+OOMGUARD_CAPACITY=$capacity OOMGUARD_REPORT_DIR="$tmp" "$binary" --gtest_filter="$train" \
+  > "$tmp/between.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$tmp/between.txt"; fail "capacity $capacity: exit $rc, expected 1"; }
+grep -F "phase train of $train would run out of memory on " "$tmp/between.txt" ||
+  { cat "$tmp/between.txt"; fail "capacity $capacity: no predicted OOM naming the phase"; }
+[ "$(grep -c "would run out of memory on" "$tmp/between.txt")" = 1 ] ||
+  { cat "$tmp/between.txt"; fail "capacity $capacity: the OOM is not reported exactly once"; }
+grep -qF "CUDA out of memory. Tried to allocate" "$tmp/between.txt" ||
+  { cat "$tmp/between.txt"; fail "capacity $capacity: not LibTorch's message"; }
+grep -qF "live at the peak, by tag:" "$tmp/between.txt" ||
+  { cat "$tmp/between.txt"; fail "capacity $capacity: what was live is not listed"; }
+python3 - "$tmp/$train.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["outcome"] == "oom" and report["oom"]["phase"] == "train", report["oom"]
+assert report["oom"]["predicted"] is True, report["oom"]
+print("ok: a capacity between the predicted peaks is a predicted OOM in phase train")
+PY
+
+# The workspace rule switched off: the prediction loses its two workspaces.
+mkdir "$tmp/none"
+OOMGUARD_CARD=t4 OOMGUARD_RULES=none OOMGUARD_REPORT_DIR="$tmp/none" "$binary" \
+  --gtest_filter="$train" > "$tmp/none.txt" 2>&1 || true
+python3 - "$tmp/none/$train.json" "$allocated" <<'PY'
+import json, sys
+t4 = json.load(open(sys.argv[1]))["phases"][0]["predictions"][0]
+assert t4["rules"] == [], t4["rules"]
+assert int(sys.argv[2]) - t4["peak_allocated_bytes"] == 2 * 8519680, (sys.argv[2], t4)
+print("ok: OOMGUARD_RULES=none takes the workspaces' 2 x 8,519,680 B out")
+PY
+echo "ok: prediction in the GoogleTest layer"
