@@ -89,6 +89,9 @@ struct ModelledMeter::Model {
   std::unordered_map<int64_t, sim::CachingAllocator::Handle> blocks;
   bool workspace_taken[2] = {false, false};  // forward's, backward's
   int64_t workspaces = 0;
+  // A target that does not stop the run: its first refusal. The run went on with what it
+  // refused, so this model no longer follows it; a card's run would have ended there.
+  std::string first_oom;
   // Since the last reset_peak:
   int64_t retries_at_reset = 0;
   int64_t largest_gap = 0;
@@ -199,6 +202,8 @@ bool ModelledMeter::serve(Model& m, int64_t id, int64_t bytes) {
   if (h == sim::CachingAllocator::kOom) {
     if (m.oom.empty())
       m.oom = m.allocator.last_oom()->message;
+    if (!m.refuses && m.first_oom.empty())  // the run goes on without what it refused
+      m.first_oom = m.oom;
     return false;
   }
   if (id >= 0)
@@ -269,7 +274,8 @@ void ModelledMeter::reset_peak() {
     m->allocator.reset_peak();
     m->retries_at_reset = m->allocator.stats().num_alloc_retries;
     m->largest_gap = 0;
-    m->oom.clear();
+    // A target that ran out before stays out: its figures since then are not the card's.
+    m->oom = m->first_oom.empty() ? "" : "ran out of memory earlier: " + m->first_oom;
   }
 }
 

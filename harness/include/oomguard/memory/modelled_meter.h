@@ -56,7 +56,10 @@ struct ModelFigures {
   int64_t num_alloc_retries = 0;     // the cache freed and the request tried again
   int64_t largest_gap_bytes = 0;     // most reserved minus allocated as a request was served
   int64_t workspace_bytes = 0;       // the cuBLAS workspaces held now
-  std::string oom;                   // the first refusal's message (LibTorch's words), or ""
+  // The first refusal's message (LibTorch's words), or "". A target other than the first
+  // that refused before this phase says "ran out of memory earlier: " and that message: the
+  // run went on with what it refused, so its figures since are not the card's.
+  std::string oom;
 };
 
 class ModelledMeter final : public Meter, public AllocationObserver {
