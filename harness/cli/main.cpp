@@ -61,6 +61,11 @@ void add_run_options(CLI::App& app, RunArgs& args) {
          "where that allocator would, fragmentation included")
       ->check(CLI::IsMember({"none", "cuda"}));
   app.add_option(
+      "--rules",
+      args.rules,
+      "with --allocator-model cuda: the CPU-to-GPU rules the model applies: all (default), "
+      "none, or names separated by commas (cublas_workspace, sdpa_attention)");
+  app.add_option(
       "--snapshot",
       args.snapshot_file,
       "write the run as a PyTorch memory snapshot pickle, for PyTorch's memory viewer and "

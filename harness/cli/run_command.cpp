@@ -317,7 +317,16 @@ ResolvedRun resolve_run(const RunArgs& args) {
     throw run::ConfigError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
+  if (args.rules != "all" && args.allocator_model != "cuda")
+    throw run::ConfigError(
+        "--rules chooses the allocator model's rules; add --allocator-model cuda");
   if (args.allocator_model == "cuda") {
+    sim::GpuRules rules;
+    try {
+      rules = sim::GpuRules::parse(args.rules);
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(std::string("--rules: ") + e.what());
+    }
     const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
     try {
       resolved.model = memory::model_target(
@@ -325,7 +334,8 @@ ResolvedRun resolve_run(const RunArgs& args) {
           resolved.capacity_bytes,
           resolved.config.alloc_conf,
           {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-          config != nullptr ? config : "");
+          config != nullptr ? config : "",
+          rules);
     } catch (const std::invalid_argument& e) {
       throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
     }
@@ -411,10 +421,18 @@ int run_command(const RunArgs& args) {
   meter_options.trace_path = trace_path;
   if (resolved.model) {
     meter_options.model_targets.push_back(*resolved.model);
-    options.device.model_workspace = resolved.model->workspace.describe();
-    log::info(
-        "allocator model: + cuBLAS workspaces, " + options.device.model_workspace +
-        ", at the first GEMM of the forward and of the backward");
+    const memory::ModelTarget& model = *resolved.model;
+    options.device.model_rules = sim::GpuRules::parse(args.rules).names();
+    if (model.workspace.bytes_per_handle > 0) {
+      options.device.model_workspace = model.workspace.describe();
+      log::info(
+          "allocator model: + cuBLAS workspaces, " + options.device.model_workspace +
+          ", at the first GEMM of the forward and of the backward");
+    }
+    if (model.attention)
+      log::info(
+          "allocator model: scaled-dot-product attention as sm" + std::to_string(model.sm) +
+          "'s kernel keeps it (sdpa_attention)");
   }
   std::unique_ptr<memory::MeterStack> stack;
   try {

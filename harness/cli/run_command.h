@@ -22,6 +22,7 @@ struct RunArgs {
   std::string trace_file;                // record the CPU meter's allocations here
   std::string snapshot_file;             // the run as a PyTorch memory snapshot (CPU runs)
   std::string allocator_model = "none";  // none, or cuda: the caching-allocator model
+  std::string rules = "all";             // the model's CPU-to-GPU rules (sim::GpuRules)
   std::vector<std::string> sets, disabled_guards;
   int64_t seed = 0;
   bool print_config = false;

@@ -127,11 +127,7 @@ std::vector<Prediction> predictions(memory::MeterStack& stack) {
     p.num_alloc_retries = f.num_alloc_retries;
     p.largest_gap_bytes = f.largest_gap_bytes;
     p.oom = f.oom;
-    for (sim::RuleEffect rule : target.rules()) {
-      if (rule.name == "cublas_workspace")
-        rule.bytes = f.workspace_bytes;  // the handles that have run a GEMM so far
-      p.rules.push_back(rule);
-    }
+    p.rules = f.rules;
   }
   return out;
 }

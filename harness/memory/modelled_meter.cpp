@@ -1,12 +1,19 @@
 #include <oomguard/memory/modelled_meter.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
+#include <ATen/SequenceNumber.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
@@ -14,15 +21,17 @@
 namespace oomguard::memory {
 namespace {
 
-// The meter that watches GEMMs, behind a mutex a running callback holds while it uses the
+// The meter that watches operators, behind a mutex a running callback holds while it uses the
 // meter, so a meter being destroyed waits for it. RecordFunction's callbacks are plain
 // functions, registered once per process and never removed (removing one is only safe while
 // no other code runs); with no meter they return at once.
 std::mutex watcher_mutex;
-ModelledMeter* gemm_watcher = nullptr;  // guarded by watcher_mutex
-std::atomic<bool> gemm_watched{false};  // a meter is set: the callbacks' fast path
+ModelledMeter* watcher = nullptr;  // guarded by watcher_mutex
+std::atomic<bool> watched{false};  // a meter is set: the callbacks' fast path
 // Autograd nodes this thread is inside: a GEMM there is the backward's.
 thread_local int backward_depth = 0;
+// Scaled-dot-product attention calls this thread is inside (the outermost is modelled).
+thread_local int attention_depth = 0;
 
 // The operators that take a cuBLAS handle on CUDA (at::cuda::getCurrentCUDABlasHandle, whose
 // first use on a thread allocates the workspace): matrix products of every shape.
@@ -44,9 +53,84 @@ bool is_gemm(const char* name) {
   return false;
 }
 
+constexpr const char* kAttention = "aten::scaled_dot_product_attention";
+
+sim::AttentionDtype attention_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float:
+      return sim::AttentionDtype::kFloat;
+    case c10::ScalarType::Half:
+      return sim::AttentionDtype::kHalf;
+    case c10::ScalarType::BFloat16:
+      return sim::AttentionDtype::kBFloat16;
+    default:
+      return sim::AttentionDtype::kOther;
+  }
+}
+
+// The call as aten::scaled_dot_product_attention's schema gives it: query, key, value,
+// attn_mask, dropout_p, is_causal, ... Null when the arguments are not as expected.
+std::optional<sim::AttentionCall> attention_call(c10::ArrayRef<const c10::IValue> inputs) {
+  if (inputs.size() < 5 || !inputs[0].isTensor() || !inputs[1].isTensor() ||
+      !inputs[2].isTensor() || !inputs[4].isDouble())
+    return std::nullopt;
+  const at::Tensor& q = inputs[0].toTensor();
+  const at::Tensor& k = inputs[1].toTensor();
+  const at::Tensor& v = inputs[2].toTensor();
+  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2 || q.is_nested())
+    return std::nullopt;
+  sim::AttentionCall call;
+  call.query_length = q.size(-2);
+  call.head_dim = q.size(-1);
+  call.key_length = k.size(-2);
+  call.value_dim = v.size(-1);
+  call.heads = q.dim() >= 3 ? q.size(-3) : 1;
+  call.batch = 1;
+  for (int64_t d = 0; d < q.dim() - 3; ++d)
+    call.batch *= q.size(d);
+  call.dtype = attention_dtype(q.scalar_type());
+  call.mask = inputs[3].isTensor();
+  call.dropout = inputs[4].toDouble() > 0.0;
+  call.needs_grad =
+      c10::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return call;
+}
+
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION)
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     ++backward_depth;
+    if (watched.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(watcher_mutex);
+      if (watcher != nullptr)
+        watcher->on_backward_node(fn.seqNr(), /*start=*/true);
+    }
+    return nullptr;
+  }
+  if (!watched.load(std::memory_order_acquire))
+    return nullptr;
+  const char* name = fn.name();
+  if (std::strcmp(name, kAttention) == 0) {
+    if (attention_depth++ > 0)
+      return nullptr;
+    const std::optional<sim::AttentionCall> call = attention_call(fn.inputs());
+    std::vector<int64_t> inputs;  // the storages of q, k and v, as the tracker numbered them
+    if (call)
+      for (size_t i = 0; i < 3; ++i) {
+        const at::Tensor& t = fn.inputs()[i].toTensor();
+        if (t.has_storage())
+          inputs.push_back(TrackingAllocator::allocation_id(t.storage().data_ptr()));
+      }
+    std::lock_guard<std::mutex> lock(watcher_mutex);
+    if (watcher != nullptr && call)
+      watcher->on_attention_start(*call, inputs);
+  } else if (attention_depth > 0) {
+    const bool math = std::strcmp(name, "aten::_scaled_dot_product_attention_math") == 0;
+    if (!math && std::strcmp(name, "aten::_scaled_dot_product_flash_attention_for_cpu") != 0)
+      return nullptr;
+    std::lock_guard<std::mutex> lock(watcher_mutex);
+    if (watcher != nullptr)
+      watcher->on_attention_cpu_kernel(math);
+  }
   return nullptr;
 }
 
@@ -56,23 +140,105 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     if (backward_depth > 0)
       --backward_depth;
+    if (watched.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(watcher_mutex);
+      if (watcher != nullptr)
+        watcher->on_backward_node(fn.seqNr(), /*start=*/false);
+    }
     return;
   }
-  if (!gemm_watched.load(std::memory_order_acquire) || !is_gemm(fn.name()))
+  if (!watched.load(std::memory_order_acquire))
+    return;
+  const char* name = fn.name();
+  if (std::strcmp(name, kAttention) == 0) {
+    if (attention_depth == 0 || --attention_depth > 0)
+      return;
+    const std::vector<c10::IValue>& outputs = fn.outputs();
+    std::lock_guard<std::mutex> lock(watcher_mutex);
+    if (watcher != nullptr)
+      watcher->on_attention_end(
+          !outputs.empty() && outputs[0].isTensor() ? outputs[0].toTensor() : at::Tensor());
+    return;
+  }
+  if (!is_gemm(name))
     return;
   std::lock_guard<std::mutex> lock(watcher_mutex);
-  if (gemm_watcher != nullptr)
-    gemm_watcher->on_gemm(backward_depth > 0);
+  if (watcher != nullptr)
+    watcher->on_gemm(backward_depth > 0);
 }
 
-void register_gemm_callbacks() {
+void register_callbacks() {
   static std::once_flag once;
   std::call_once(once, [] {
     at::addGlobalCallback(
         at::RecordFunctionCallback(on_op_start, on_op_end)
-            .needsInputs(false)
+            .needsInputs(true)
+            .needsOutputs(true)
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   });
+}
+
+// Frees the saved blocks of `token` in the watching meter: run when the attention's autograd
+// node has run its backward, or is destroyed without one.
+void release_attention(int64_t token) {
+  std::lock_guard<std::mutex> lock(watcher_mutex);
+  if (watcher != nullptr)
+    watcher->release_attention(token);
+}
+
+// Frees what the card's kernel kept when the attention's autograd node is destroyed (its
+// graph released), in case its backward never ran.
+class ReleaseAttention final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit ReleaseAttention(int64_t token) : token_(token) {}
+  ~ReleaseAttention() override { release_attention(token_); }
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list&) override {
+    return outputs;
+  }
+
+ private:
+  int64_t token_;
+};
+
+// The attention call, or its backward, this thread is inside: what the CPU kernel allocates
+// is held back from the targets the rule replaces it for.
+struct AttentionCapture {
+  const ModelledMeter* meter = nullptr;  // null outside a call
+  int64_t token = 0;                     // the backward's call; 0 in a forward
+  sim::AttentionCall call;
+  uint64_t first_node = 0;  // the sequence number of the call's first autograd node
+  bool cpu_math = false;
+  std::vector<std::optional<sim::AttentionPlan>> plans;  // per target; none: fed as is
+  std::vector<bool> held;                                // per target: held back
+  std::vector<std::pair<int64_t, int64_t>> live;         // held back and still live: id, bytes
+  int64_t held_back_bytes = 0;                           // all held back, freed or not
+  std::vector<std::pair<size_t, int64_t>> deferred;      // frees held to the end: target, id
+  std::vector<int64_t> inputs;                           // q's, k's and v's storages
+};
+thread_local AttentionCapture capture;
+
+// The autograd nodes the call made: reachable from its output's node and created since the
+// call began (an AccumulateGrad, numbered last of all, is the inputs').
+std::vector<uint64_t> attention_nodes(const at::Tensor& output, uint64_t first) {
+  std::vector<uint64_t> nodes;
+  std::vector<torch::autograd::Node*> stack{output.grad_fn().get()};
+  std::vector<torch::autograd::Node*> seen;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end())
+      continue;
+    seen.push_back(node);
+    const uint64_t number = node->sequence_nr();
+    if (number < first || number == UINT64_MAX)
+      continue;
+    nodes.push_back(number);
+    for (const torch::autograd::Edge& edge : node->next_edges())
+      stack.push_back(edge.function.get());
+  }
+  return nodes;
 }
 
 }  // namespace
@@ -96,6 +262,8 @@ struct ModelledMeter::Model {
   int64_t retries_at_reset = 0;
   int64_t largest_gap = 0;
   std::string oom;
+  int64_t attention_calls = 0, attention_kept = 0, attention_left_out = 0;
+  std::string attention_why;  // the last call's kernel and why
 };
 
 std::string ModelTarget::label() const {
@@ -103,13 +271,6 @@ std::string ModelTarget::label() const {
                      : capacity_bytes > 0 ? format_size(capacity_bytes)
                                           : std::string("no limit");
   return alloc_conf.empty() ? text : text + " " + alloc_conf;
-}
-
-std::vector<sim::RuleEffect> ModelTarget::rules() const {
-  std::vector<sim::RuleEffect> effects;
-  if (workspace.bytes_per_handle > 0)
-    effects.push_back({"cublas_workspace", workspace.bytes(), workspace.describe()});
-  return effects;
 }
 
 ModelTarget model_target(
@@ -122,19 +283,21 @@ ModelTarget model_target(
   ModelTarget t;
   t.card = card;
   t.alloc_conf = alloc_conf;
-  int sm = kDefaultModelSm;
+  t.sm = kDefaultModelSm;
+  t.torch = torch;
   if (!card.empty()) {
     const CardProfile& profile = find_card(card);
     t.capacity_bytes = capacity_bytes > 0 ? capacity_bytes : profile.capacity_bytes();
     t.device = {profile.total_bytes, profile.capacity_bytes(), 0};
-    sm = profile.compute_capability;
+    t.sm = profile.compute_capability;
   } else if (capacity_bytes > 0) {
     t.capacity_bytes = capacity_bytes;
     t.device = {capacity_bytes, capacity_bytes, 0};
   }
   t.settings = sim::AllocatorSettings::parse(alloc_conf, torch.number());
   if (rules.cublas_workspace)
-    t.workspace = sim::cublas_workspace(sm, torch, cublas_config, sim::kTrainingCublasHandles);
+    t.workspace = sim::cublas_workspace(t.sm, torch, cublas_config, sim::kTrainingCublasHandles);
+  t.attention = rules.sdpa_attention;
   return t;
 }
 
@@ -157,18 +320,18 @@ ModelledMeter::ModelledMeter(TrackingAllocator& tracker, const std::vector<Model
     : tracker_(tracker) {
   if (targets.empty())
     throw std::invalid_argument("an allocator model needs a card or capacity to predict for");
-  bool workspaces = false;
+  bool watches = false;
   for (size_t i = 0; i < targets.size(); ++i) {
     models_.push_back(std::make_unique<Model>(targets[i], /*refuses=*/i == 0));
-    workspaces = workspaces || targets[i].workspace.bytes_per_handle > 0;
+    watches = watches || targets[i].workspace.bytes_per_handle > 0 || targets[i].attention;
   }
-  if (workspaces) {
-    register_gemm_callbacks();
+  if (watches) {
+    register_callbacks();
     std::lock_guard<std::mutex> lock(watcher_mutex);
-    if (gemm_watcher != nullptr)
-      throw std::logic_error("another allocator model already adds cuBLAS workspaces");
-    gemm_watcher = this;
-    gemm_watched.store(true, std::memory_order_release);
+    if (watcher != nullptr)
+      throw std::logic_error("another allocator model already watches operators");
+    watcher = this;
+    watched.store(true, std::memory_order_release);
   }
   tracker_.add_observer(this);  // last: nothing after it throws
 }
@@ -183,10 +346,12 @@ ModelledMeter::ModelledMeter(
 ModelledMeter::~ModelledMeter() {
   tracker_.remove_observer(this);
   std::lock_guard<std::mutex> lock(watcher_mutex);  // waits for a callback using this meter
-  if (gemm_watcher == this) {
-    gemm_watcher = nullptr;
-    gemm_watched.store(false, std::memory_order_release);
+  if (watcher == this) {
+    watcher = nullptr;
+    watched.store(false, std::memory_order_release);
   }
+  if (capture.meter == this)
+    capture = AttentionCapture{};
 }
 
 const ModelTarget& ModelledMeter::target(size_t i) const {
@@ -206,9 +371,24 @@ bool ModelledMeter::serve(Model& m, int64_t id, int64_t bytes) {
       m.first_oom = m.oom;
     return false;
   }
-  if (id >= 0)
-    m.blocks.emplace(id, h);
+  m.blocks.emplace(id, h);
   return true;
+}
+
+bool ModelledMeter::serve_in_callback(Model& m, int64_t id, int64_t bytes) {
+  if (serve(m, id, bytes))
+    return true;
+  if (m.refuses && pending_oom_.empty())  // raised by the run's next allocation
+    pending_oom_ = m.allocator.last_oom()->message;
+  return false;
+}
+
+void ModelledMeter::release(Model& m, int64_t id) {
+  const auto it = m.blocks.find(id);
+  if (it == m.blocks.end())
+    return;
+  m.allocator.free(it->second);
+  m.blocks.erase(it);
 }
 
 void ModelledMeter::on_gemm(bool inside_backward) {
@@ -219,14 +399,199 @@ void ModelledMeter::on_gemm(bool inside_backward) {
       continue;
     // Kept for the life of the process, as the handle pool keeps it: never freed. Refused, it
     // is asked for again at the next GEMM, as PyTorch keeps only a workspace it got.
-    if (!serve(*m, /*id=*/-1, m->target.workspace.bytes_per_handle)) {
-      if (m->refuses && pending_oom_.empty())
-        pending_oom_ = m->allocator.last_oom()->message;
+    if (!serve_in_callback(*m, next_synthetic_id_--, m->target.workspace.bytes_per_handle))
       continue;
-    }
     taken = true;
     ++m->workspaces;
   }
+}
+
+void ModelledMeter::on_attention_start(
+    const sim::AttentionCall& call, const std::vector<int64_t>& inputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture = AttentionCapture{};
+  capture.meter = this;
+  capture.call = call;
+  capture.inputs = inputs;
+  capture.first_node = at::sequence_number::peek();
+  for (const auto& m : models_) {
+    if (m->target.attention)
+      capture.plans.push_back(sim::cuda_attention(call, m->target.sm, m->target.torch));
+    else
+      capture.plans.emplace_back();
+    capture.held.push_back(capture.plans.back().has_value());
+  }
+}
+
+void ModelledMeter::on_attention_cpu_kernel(bool math) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture.meter != this)
+    return;
+  capture.cpu_math = math;
+  if (!math)
+    return;
+  // The math path on both: what the CPU allocates is what the card would (the dropout mask
+  // aside: fp32 here, bool there).
+  for (size_t i = 0; i < models_.size(); ++i) {
+    std::optional<sim::AttentionPlan>& plan = capture.plans[i];
+    if (plan && plan->kernel == sim::AttentionKernel::kMath) {
+      Model& m = *models_[i];
+      ++m.attention_calls;
+      m.attention_why = plan->why + ", as the CPU ran it";
+      plan.reset();
+      capture.held[i] = false;
+    }
+  }
+}
+
+void ModelledMeter::on_attention_end(const at::Tensor& output) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture.meter != this)
+    return;
+  AttentionCapture call = std::move(capture);
+  capture = AttentionCapture{};
+  // The CPU kernel's output is the card's too (same shape and dtype); the rest it allocated is
+  // replaced by what the card's kernel keeps.
+  const int64_t output_id = output.defined() && output.has_storage()
+                                ? TrackingAllocator::allocation_id(output.storage().data_ptr())
+                                : 0;
+  int64_t output_bytes = 0;
+  for (const auto& [id, bytes] : call.live)
+    if (id == output_id)
+      output_bytes = bytes;
+  const bool hook = call.call.needs_grad && output.defined() && output.grad_fn() != nullptr;
+  const int64_t token = next_synthetic_id_--;
+  AttentionBackward backward;
+  backward.held.assign(models_.size(), false);
+  backward.transient.resize(models_.size());
+  std::vector<std::pair<size_t, int64_t>> kept;  // target, synthetic id
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (!call.plans[i])
+      continue;
+    const sim::AttentionPlan& plan = *call.plans[i];
+    Model& m = *models_[i];
+    if (output_bytes > 0)
+      serve_in_callback(m, output_id, output_bytes);
+    for (const int64_t bytes : plan.transient) {
+      const int64_t id = next_synthetic_id_--;
+      if (serve_in_callback(m, id, bytes))
+        release(m, id);
+    }
+    // A fused kernel keeps its output for backward; the CPU's math path did not.
+    std::vector<int64_t> keep = plan.saved;
+    if (call.cpu_math && plan.kernel != sim::AttentionKernel::kMath && output_bytes > 0)
+      keep.push_back(output_bytes);
+    int64_t saved = 0;
+    for (const int64_t bytes : keep) {
+      const int64_t id = next_synthetic_id_--;
+      if (serve_in_callback(m, id, bytes))
+        kept.emplace_back(i, id);
+      saved += bytes;
+    }
+    backward.held[i] = true;
+    backward.transient[i] = plan.backward_transient;
+    ++m.attention_calls;
+    m.attention_kept += saved;
+    m.attention_left_out += call.held_back_bytes - output_bytes;
+    m.attention_why =
+        plan.why + " in place of the CPU's " + (call.cpu_math ? "math path" : "flash kernel");
+  }
+  if (!hook) {  // nothing kept for a backward: freed as the call returns
+    for (const auto& [i, id] : kept)
+      release(*models_[i], id);
+    return;
+  }
+  if (std::find(backward.held.begin(), backward.held.end(), true) == backward.held.end())
+    return;  // the math path on both: the CPU's backward is the card's
+  // Its backward: from the first of the call's nodes to run to the last, what the CPU
+  // allocates is held back, and the card's kernel's backward allocates instead.
+  backward.kept = std::move(kept);
+  for (const uint64_t node : attention_nodes(output, call.first_node)) {
+    attention_node_[node] = token;
+    ++backward.nodes;
+  }
+  // A fused kernel keeps q, k and v for its backward; the CPU's math path kept copies, and
+  // the inputs may be freed before the backward: their frees wait for its end.
+  if (call.cpu_math)
+    for (const int64_t id : call.inputs)
+      if (id != 0)
+        attention_pinned_.emplace(id, token);
+  attention_backward_[token] = std::move(backward);
+  output.grad_fn()->add_post_hook(std::make_unique<ReleaseAttention>(token));
+}
+
+void ModelledMeter::on_backward_node(uint64_t node, bool start) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = attention_node_.find(node);
+  const int64_t token = found == attention_node_.end() ? 0 : found->second;
+  const bool inside = capture.meter == this && capture.token != 0;
+  if (start) {
+    if (inside && capture.token != token)
+      end_attention_backward();  // another node: the call's backward is over
+    if (token == 0 || (capture.meter == this && capture.token == token))
+      return;
+    const AttentionBackward& backward = attention_backward_.at(token);
+    capture = AttentionCapture{};
+    capture.meter = this;
+    capture.token = token;
+    capture.held = backward.held;
+    return;
+  }
+  if (token == 0)
+    return;
+  attention_node_.erase(found);
+  AttentionBackward& backward = attention_backward_.at(token);
+  if (--backward.nodes == 0 && inside && capture.token == token)
+    end_attention_backward();
+}
+
+void ModelledMeter::end_attention_backward() {
+  AttentionCapture call = std::move(capture);
+  capture = AttentionCapture{};
+  const auto it = attention_backward_.find(call.token);
+  if (it == attention_backward_.end())
+    return;
+  AttentionBackward& backward = it->second;
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (!backward.held[i])
+      continue;
+    Model& m = *models_[i];
+    // The card's kernel's temporaries, then the gradients the CPU's backward left live.
+    for (const int64_t bytes : backward.transient[i]) {
+      const int64_t id = next_synthetic_id_--;
+      if (serve_in_callback(m, id, bytes))
+        release(m, id);
+    }
+    int64_t fed = 0;
+    for (const auto& [id, bytes] : call.live) {
+      serve_in_callback(m, id, bytes);
+      fed += bytes;
+    }
+    m.attention_left_out += call.held_back_bytes - fed;
+  }
+  for (const auto& [i, id] : call.deferred)
+    release(*models_[i], id);
+  forget_attention(call.token);
+}
+
+void ModelledMeter::forget_attention(int64_t token) {
+  const auto it = attention_backward_.find(token);
+  if (it == attention_backward_.end())
+    return;
+  for (const auto& [i, id] : it->second.kept)
+    release(*models_[i], id);
+  for (const auto& [i, id] : it->second.deferred)
+    release(*models_[i], id);
+  attention_backward_.erase(it);
+  for (auto node = attention_node_.begin(); node != attention_node_.end();)
+    node = node->second == token ? attention_node_.erase(node) : std::next(node);
+  for (auto input = attention_pinned_.begin(); input != attention_pinned_.end();)
+    input = input->second == token ? attention_pinned_.erase(input) : std::next(input);
+}
+
+void ModelledMeter::release_attention(int64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  forget_attention(token);
 }
 
 bool ModelledMeter::workspace_taken(bool backward) const {
@@ -264,6 +629,15 @@ ModelFigures ModelledMeter::figures(size_t i) const {
   f.largest_gap_bytes = m.largest_gap;
   f.workspace_bytes = m.workspaces * m.target.workspace.bytes_per_handle;
   f.oom = m.oom;
+  if (m.target.workspace.bytes_per_handle > 0)  // the handles that ran a GEMM so far
+    f.rules.push_back({"cublas_workspace", f.workspace_bytes, m.target.workspace.describe()});
+  if (m.target.attention && m.attention_calls > 0)
+    f.rules.push_back(
+        {"sdpa_attention",
+         m.attention_kept,
+         std::to_string(m.attention_calls) + " call(s): " + m.attention_why + "; kept " +
+             format_size(m.attention_kept) + " for backward, left out " +
+             format_size(m.attention_left_out) + " the CPU kernel allocated"});
   return f;
 }
 
@@ -276,6 +650,7 @@ void ModelledMeter::reset_peak() {
     m->largest_gap = 0;
     // A target that ran out before stays out: its figures since then are not the card's.
     m->oom = m->first_oom.empty() ? "" : "ran out of memory earlier: " + m->first_oom;
+    m->attention_calls = m->attention_kept = m->attention_left_out = 0;
   }
 }
 
@@ -293,27 +668,58 @@ void ModelledMeter::release_cache() {
 void ModelledMeter::on_alloc(int64_t id, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Model& own = *models_.front();
-  if (!pending_oom_.empty()) {  // a workspace the card had no room for (on_gemm)
+  if (!pending_oom_.empty()) {  // a workspace or kept tensor the card had no room for
     const std::string message = std::move(pending_oom_);
     pending_oom_.clear();
     TORCH_CHECK_WITH(OutOfMemoryError, false, message);
   }
-  if (!serve(own, id, bytes)) {
+  const bool capturing = capture.meter == this;
+  if (capturing) {  // inside an attention call: held back from the targets it replaces
+    capture.live.emplace_back(id, bytes);
+    capture.held_back_bytes += bytes;
+  }
+  const auto fed = [&](size_t i) { return !capturing || !capture.held[i]; };
+  if (fed(0) && !serve(own, id, bytes)) {
+    if (capturing) {
+      capture.live.pop_back();
+      capture.held_back_bytes -= bytes;
+    }
     // The caching allocator's own words, so the report and handlers treat it as a real OOM.
     TORCH_CHECK_WITH(OutOfMemoryError, false, own.allocator.last_oom()->message);
   }
   for (size_t i = 1; i < models_.size(); ++i)
-    serve(*models_[i], id, bytes);
+    if (fed(i))
+      serve(*models_[i], id, bytes);
 }
 
 void ModelledMeter::on_free(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& m : models_) {
-    const auto it = m->blocks.find(id);
-    if (it == m->blocks.end())
-      continue;
-    m->allocator.free(it->second);
-    m->blocks.erase(it);
+  const bool capturing = capture.meter == this;
+  bool held_back = false;
+  if (capturing) {
+    auto& live = capture.live;
+    for (auto it = live.begin(); it != live.end(); ++it)
+      if (it->first == id) {
+        live.erase(it);
+        held_back = true;
+        break;
+      }
+  }
+  AttentionBackward* pinned = nullptr;  // the call whose kernel keeps this input
+  if (const auto it = attention_pinned_.find(id); it != attention_pinned_.end()) {
+    const auto call = attention_backward_.find(it->second);
+    pinned = call == attention_backward_.end() ? nullptr : &call->second;
+    attention_pinned_.erase(it);
+  }
+  for (size_t i = 0; i < models_.size(); ++i) {
+    // In a replaced backward, what the CPU's nodes free as they go (the inputs they kept) the
+    // card's single kernel frees after it has run: at the window's end.
+    if (capturing && capture.token != 0 && capture.held[i] && !held_back)
+      capture.deferred.emplace_back(i, id);
+    else if (pinned != nullptr && pinned->held[i])
+      pinned->deferred.emplace_back(i, id);
+    else
+      release(*models_[i], id);
   }
 }
 

@@ -100,6 +100,14 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
 }
 
+int64_t TrackingAllocator::allocation_id(const c10::DataPtr& ptr) {
+  if (ptr.get_deleter() != &release || ptr.get() == nullptr)
+    return 0;
+  Header header{};
+  std::memcpy(&header, static_cast<const char*>(ptr.get()) - kHeader, sizeof(header));
+  return header.id;
+}
+
 void TrackingAllocator::release(void* ptr) {
   if (ptr == nullptr) {
     return;

@@ -225,6 +225,7 @@ nlohmann::json to_json(const RunReport& report) {
       {"alloc_conf_source", or_null(d.alloc_conf_source)},
       {"allocator_model", or_null(d.allocator_model)},
       {"model_cublas_workspace", or_null(d.model_workspace)},
+      {"model_rules", or_null(d.model_rules)},
       {"segments", d.segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.segments)},
       {"expandable_segments",
        d.expandable_segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.expandable_segments)},

@@ -40,6 +40,7 @@ struct DeviceReport {
   std::string alloc_conf_source;  // config, environment or default
   std::string allocator_model;    // cuda: a CPU run through the caching-allocator model
   std::string model_workspace;    // with the model: the cuBLAS workspaces it adds
+  std::string model_rules;        // with the model: its CPU-to-GPU rules ("cublas_workspace,...")
   // CUDA: the allocator's segments, read back from it at the phase end where it held the most
   // (-1: not read), of which expandable, and what that says of expandable_segments
   // (sim::expandable_segments_effect; "" when not asked and none is expandable).

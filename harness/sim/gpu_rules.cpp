@@ -34,6 +34,7 @@ GpuRules GpuRules::parse(std::string_view text) {
     return GpuRules{};
   GpuRules rules;
   rules.cublas_workspace = false;
+  rules.sdpa_attention = false;
   if (text == "none")
     return rules;
   size_t start = 0;
@@ -42,17 +43,88 @@ GpuRules GpuRules::parse(std::string_view text) {
     const std::string_view name = text.substr(start, end - start);
     if (name == "cublas_workspace")
       rules.cublas_workspace = true;
+    else if (name == "sdpa_attention")
+      rules.sdpa_attention = true;
     else
       throw std::invalid_argument(
           "unknown rule \"" + std::string(name) +
-          "\"; known rules: cublas_workspace (or all, none)");
+          "\"; known rules: cublas_workspace, sdpa_attention (or all, none)");
     start = end + 1;
   }
   return rules;
 }
 
 std::string GpuRules::names() const {
-  return cublas_workspace ? "cublas_workspace" : "none";
+  std::string names;
+  if (cublas_workspace)
+    names = "cublas_workspace";
+  if (sdpa_attention)
+    names += names.empty() ? "sdpa_attention" : ",sdpa_attention";
+  return names.empty() ? "none" : names;
+}
+
+const char* to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFlash:
+      return "flash";
+    case AttentionKernel::kMemEfficient:
+      return "mem-efficient";
+    case AttentionKernel::kMath:
+      return "math";
+  }
+  return "math";
+}
+
+AttentionPlan cuda_attention(const AttentionCall& call, int sm, TorchVersion torch) {
+  const bool half = call.dtype == AttentionDtype::kHalf;
+  const bool bf16 = call.dtype == AttentionDtype::kBFloat16;
+  const bool fp32 = call.dtype == AttentionDtype::kFloat;
+  const bool head_aligned = call.head_dim % 8 == 0 && call.value_dim % 8 == 0;
+  const std::string card = "sm" + std::to_string(sm) + " ";
+  const std::string dtype = fp32 ? "fp32" : half ? "fp16" : bf16 ? "bf16" : "other dtype";
+  const int64_t b = call.batch, h = call.heads, t = call.query_length, s = call.key_length;
+  AttentionPlan plan;
+  if (sm >= 80 && sm <= 121 && (half || bf16) && !call.mask && head_aligned &&
+      call.head_dim <= 256) {
+    plan.kernel = AttentionKernel::kFlash;
+    plan.why = card + dtype + ": flash";
+    plan.saved = {4 * b * h * t};
+    // softmax_d and the fp32 dq accumulator, rows rounded to 128 (flash_api.cpp mha_bwd).
+    const int64_t rows = (t + 127) / 128 * 128;
+    plan.backward_transient = {
+        4 * b * h * rows, 4 * b * h * rows * ((call.head_dim + 31) / 32 * 32)};
+    return plan;
+  }
+  const bool efficient_dtype = fp32 || half || (bf16 && sm >= 80);
+  if (sm >= 50 && sm <= 121 && efficient_dtype && (fp32 || head_aligned)) {
+    plan.kernel = AttentionKernel::kMemEfficient;
+    plan.why = card + dtype + ": mem-efficient" +
+               (sm < 80 ? " (flash needs sm80+)"
+                : fp32  ? " (flash needs fp16/bf16)"
+                        : " (flash takes no attn_mask)");
+    if (call.needs_grad)
+      plan.saved = {4 * b * h * ((t + 31) / 32 * 32)};
+    // The fp32 grad_out x out product and delta, and the dQ accumulation workspace
+    // (attention_backward.cu: workspace_size, about 16,400 B per 64 x 64 tile of q).
+    const int64_t workspace = b * h * ((t + 63) / 64) * ((call.head_dim + 63) / 64) * 16400;
+    plan.backward_transient = {4 * b * h * t * call.value_dim, 4 * b * h * t, workspace};
+    return plan;
+  }
+  plan.kernel = AttentionKernel::kMath;
+  plan.why = card + dtype + ": math (no fused kernel takes it)";
+  const bool upcast = (half || bf16) && torch.number() >= 205;
+  const int64_t e = fp32 || upcast ? 4 : 2;
+  const int64_t n = b * h * t * s;
+  plan.transient = {n * e};  // the scores, before the softmax
+  plan.saved = {b * h * t * call.head_dim * e, b * h * s * call.head_dim * e, n * e};
+  if (call.dropout) {
+    plan.saved.push_back(n);      // the bool mask of native_dropout
+    plan.saved.push_back(n * e);  // the dropped weights
+  }
+  if (upcast)
+    plan.saved.push_back(b * h * s * call.value_dim * 4);
+  plan.backward_transient = {n * e, n * e};  // the weights' gradient, the softmax's
+  return plan;
 }
 
 std::string CublasWorkspace::describe() const {

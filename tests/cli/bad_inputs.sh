@@ -54,6 +54,8 @@ cases=(
   "cudaMallocAsync|replay $dir/trace.jsonl --card t4 --alloc-conf backend:cudaMallocAsync"
   "--capacity 0|replay $dir/trace.jsonl --capacity 0"
   "--allocator-model|run --allocator-model hip"
+  "--rules: unknown rule \"flash\"|run --device cpu --allocator-model cuda --rules flash"
+  "add --allocator-model cuda|run --device cpu --rules none"
   "covers 1.13 and later|replay $dir/trace.jsonl --card t4 --torch-version 1.9"
   "for LibTorch 1.13|replay $dir/trace.jsonl --card t4 --torch-version 1.13 --alloc-conf expandable_segments:True"
   "--allocator-model cuda: backend|run --device cpu --allocator-model cuda --set memory.alloc_conf=backend:cudaMallocAsync"

@@ -2,14 +2,18 @@
 // oomguard::gtest_main alone), on a model of its own: two linear layers and Adam. Run by
 // prediction_check.sh with OOMGUARD_CARD (or OOMGUARD_CAPACITY) and OOMGUARD_PREDICT set;
 // without a card the tests skip.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
 #include <gtest/gtest-spi.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
@@ -136,6 +140,68 @@ TEST_F(Prediction, BudgetsOfTheCardComeFromThePrediction) {
   EXPECT_TRUE(contains(over.message(), "predicted for " + p.label)) << over.message();
   ::unsetenv("OOMGUARD_BUDGETS");
   std::filesystem::remove_all(dir);
+}
+
+// A causal self-attention stack trained with scaled_dot_product_attention (fp32), with or
+// without attention dropout: on CPU the dropout run takes the math path, which keeps three
+// B x H x T x T tensors per layer for backward; on a T4 both take the memory-efficient
+// kernel, which keeps a log-sum-exp.
+PhaseResult train_attention(const std::string& name, double dropout) {
+  constexpr int64_t kBatch = 4, kLength = 256, kWidth = 256, kHeads = 8, kLayers = 2;
+  std::vector<torch::nn::Linear> qkv, out;
+  std::vector<at::Tensor> parameters;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    qkv.emplace_back(kWidth, 3 * kWidth);
+    out.emplace_back(kWidth, kWidth);
+    for (const auto& p : qkv.back()->parameters())
+      parameters.push_back(p);
+    for (const auto& p : out.back()->parameters())
+      parameters.push_back(p);
+  }
+  torch::optim::Adam adam(parameters);
+  return measure(name, [&] {
+    memory::AllocTag tag("encoder");
+    at::Tensor x = at::randn({kBatch, kLength, kWidth});
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const auto split = qkv[l](x)
+                             .view({kBatch, kLength, 3, kHeads, kWidth / kHeads})
+                             .permute({2, 0, 3, 1, 4})
+                             .unbind(0);
+      const at::Tensor y =
+          at::scaled_dot_product_attention(split[0], split[1], split[2], {}, dropout, true);
+      x = x + out[l](y.transpose(1, 2).reshape({kBatch, kLength, kWidth}));
+    }
+    x.pow(2).mean().backward();
+    adam.step();
+    adam.zero_grad();
+  });
+}
+
+TEST_F(Prediction, AttentionKeepsWhatTheCardsKernelKeeps) {
+  const PhaseResult plain = train_attention("attention", 0.0);
+  const PhaseResult dropout = train_attention("attention_dropout", 0.1);
+  ASSERT_FALSE(plain.predictions.empty());
+  ASSERT_FALSE(dropout.predictions.empty());
+  const auto& p = plain.predictions.front();
+  const auto& d = dropout.predictions.front();
+  const int64_t cpu_more = dropout.peak_allocated_bytes - plain.peak_allocated_bytes;
+  const int64_t card_more = d.peak_allocated_bytes - p.peak_allocated_bytes;
+  std::cout << "[ oomguard ] attention with dropout, more at the peak: CPU " << cpu_more
+            << " B, predicted for " << p.label << " " << card_more << " B\n";
+  // Two layers of the math path's softmax, mask and dropped weights (4 x 8 x 256 x 256 fp32).
+  EXPECT_GE(cpu_more, 2 * 2 * 4 * 8 * 256 * 256 * 4) << "the CPU's math path kept less";
+  EXPECT_LT(std::abs(card_more), cpu_more / 16) << "the card's kernel keeps the same either way";
+  for (const auto* phase : {&plain, &dropout}) {
+    const auto& rules = phase->predictions.front().rules;
+    const auto rule = std::find_if(
+        rules.begin(), rules.end(), [](const auto& r) { return r.name == "sdpa_attention"; });
+    ASSERT_NE(rule, rules.end()) << phase->name << ": the attention rule is not listed";
+    const char* card = env("OOMGUARD_CARD");
+    if (card == nullptr || memory::find_card(card).compute_capability < 80) {
+      EXPECT_TRUE(contains(rule->detail, ": mem-efficient")) << rule->detail;
+    }
+    EXPECT_TRUE(contains(rule->detail, "2 call(s)")) << rule->detail;
+  }
 }
 
 }  // namespace

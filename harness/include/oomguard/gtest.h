@@ -29,7 +29,8 @@
 //   OOMGUARD_PREDICT       more cards and settings to predict alongside, ';'-separated:
 //                          "t4 expandable_segments:True; a100-80; 12GiB"
 //   OOMGUARD_RULES         the CPU-to-GPU rules the model applies: all (default), none, or
-//                          names (<oomguard/sim/gpu_rules.h>: cublas_workspace)
+//                          names (<oomguard/sim/gpu_rules.h>: cublas_workspace,
+//                          sdpa_attention)
 //   OOMGUARD_SEED          the seed of every test; else a counter per test in
 //                          OOMGUARD_SEED_COUNTER_DIR (default ./oomguard-seeds), so
 //                          `ctest --repeat until-fail:N` tries a new seed each time
@@ -64,7 +65,9 @@ struct Prediction {
   int64_t largest_gap_bytes = 0;     // most reserved-but-unallocated memory (fragmentation)
   std::string oom;  // LibTorch's out-of-memory message when the card would run out, else ""
   // The CPU-to-GPU rules applied and their bytes in this phase's figures, e.g.
-  // {"cublas_workspace", 17039360, "2 handles x 8,519,680 B (default for sm75)"}.
+  // {"cublas_workspace", 17039360, "2 handles x 8,519,680 B (default for sm75)"},
+  // {"sdpa_attention", 65536, "2 call(s): sm75 fp32: mem-efficient ... in place of the CPU's
+  // math path; kept 64KiB for backward, left out 130.77MiB the CPU kernel allocated"}.
   std::vector<sim::RuleEffect> rules;
 
   std::string label;  // "t4", "t4 expandable_segments:True", "12GiB"

@@ -12,11 +12,16 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/sim/caching_allocator.h>
 #include <oomguard/sim/gpu_rules.h>
+
+namespace at {
+class Tensor;
+}
 
 namespace oomguard::memory {
 
@@ -27,13 +32,14 @@ struct ModelTarget {
   std::string alloc_conf;      // the settings as given ("" for LibTorch's defaults)
   sim::AllocatorSettings settings;
   sim::DeviceLimits device;  // the card's total and what its driver hands out
+  int sm = 0;                // the card's compute capability (kDefaultModelSm without one)
+  sim::TorchVersion torch;   // the LibTorch whose choices the rules follow
   // The cuBLAS workspace rule: bytes_per_handle 0 when the rule is off.
   sim::CublasWorkspace workspace;
+  bool attention = false;  // the sdpa_attention rule (sim::cuda_attention)
 
   // "t4", "t4 expandable_segments:True", "12GiB": the card or capacity, then the settings.
   std::string label() const;
-  // The rules this target applies, with their bytes ("cublas_workspace", 17039360, ...).
-  std::vector<sim::RuleEffect> rules() const;
 };
 
 // The target for `card` (a profile name; "" for a capacity alone, modelled as a card of
@@ -56,6 +62,9 @@ struct ModelFigures {
   int64_t num_alloc_retries = 0;     // the cache freed and the request tried again
   int64_t largest_gap_bytes = 0;     // most reserved minus allocated as a request was served
   int64_t workspace_bytes = 0;       // the cuBLAS workspaces held now
+  // The rules applied and what they did in the phase: {"cublas_workspace", bytes held,
+  // "2 handles x ..."}, {"sdpa_attention", bytes kept for backward, "3 call(s): ..."}.
+  std::vector<sim::RuleEffect> rules;
   // The first refusal's message (LibTorch's words), or "". A target other than the first
   // that refused before this phase says "ran out of memory earlier: " and that message: the
   // run went on with what it refused, so its figures since are not the card's.
@@ -104,20 +113,56 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   int64_t workspace_bytes_allocated() const;
   // Whether the first target's backward (true) or forward (false) workspace is allocated.
   bool workspace_taken(bool backward) const;
-  // Called at the end of a GEMM (inside_backward: within an autograd node): allocates that
-  // handle's workspace the first time. The first target's refusal (OOM) is raised by the next
-  // allocation of the run, since RecordFunction swallows what its callbacks throw.
+  // Called by the operator callbacks. At the end of a GEMM (inside_backward: within an
+  // autograd node): allocates that handle's workspace the first time. The first target's
+  // refusal (OOM) is raised by the next allocation of the run, since RecordFunction swallows
+  // what its callbacks throw.
   void on_gemm(bool inside_backward);
+  // Around aten::scaled_dot_product_attention (the sdpa_attention rule): from its start, what
+  // the CPU kernel allocates on this thread is held back from the targets whose card runs
+  // another kernel (`inputs`: the storages of q, k and v); the CPU kernel is the math path or
+  // its flash kernel; at its end, the output is fed and the card's kernel's kept tensors
+  // (sim::cuda_attention) added, freed when its backward has run or its autograd node is
+  // destroyed (at once without one).
+  void on_attention_start(const sim::AttentionCall& call, const std::vector<int64_t>& inputs);
+  void on_attention_cpu_kernel(bool math);
+  void on_attention_end(const at::Tensor& output);
+  // At the start and end of an autograd node's backward (`node`: its sequence number): the
+  // nodes an attention call made are its backward, where the card's kernel's backward
+  // allocates in place of the CPU's.
+  void on_backward_node(uint64_t node, bool start);
+  // The call's autograd node is gone: what the card's kernel kept is freed.
+  void release_attention(int64_t token);
 
  private:
   struct Model;
-  // Serves `bytes` in `m`; false when refused (recorded as the model's OOM).
+  // Serves `bytes` in `m` under `id`; false when refused (recorded as the model's OOM).
   bool serve(Model& m, int64_t id, int64_t bytes);
+  // serve() from an operator callback, which cannot throw: the first target's refusal is
+  // raised by the run's next allocation.
+  bool serve_in_callback(Model& m, int64_t id, int64_t bytes);
+  void release(Model& m, int64_t id);
 
   TrackingAllocator& tracker_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Model>> models_;
-  std::string pending_oom_;  // the first target's refused workspace
+  // An attention call whose backward is still to come.
+  struct AttentionBackward {
+    std::vector<std::pair<size_t, int64_t>> kept;      // the card's kept tensors: target, id
+    std::vector<bool> held;                            // per target: the rule replaces its kernel
+    std::vector<std::vector<int64_t>> transient;       // per target: its backward's temporaries
+    std::vector<std::pair<size_t, int64_t>> deferred;  // inputs the kernel keeps, freed: target, id
+    int nodes = 0;                                     // the call's nodes yet to run
+  };
+  void end_attention_backward();
+  // Frees what the call's kernel kept and forgets the call.
+  void forget_attention(int64_t token);
+
+  std::string pending_oom_;         // the first target's refused workspace or kept tensor
+  int64_t next_synthetic_id_ = -1;  // blocks only the card allocates: below 0
+  std::unordered_map<int64_t, AttentionBackward> attention_backward_;  // by token
+  std::unordered_map<uint64_t, int64_t> attention_node_;   // node sequence number -> token
+  std::unordered_map<int64_t, int64_t> attention_pinned_;  // input's id -> token
 };
 
 }  // namespace oomguard::memory

@@ -52,6 +52,9 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   void add_observer(AllocationObserver* observer);
   // Stops calling `observer`; it sees no free of what it saw allocated from then on.
   void remove_observer(AllocationObserver* observer);
+  // The id observers saw for the allocation `ptr` holds (AllocationObserver::on_alloc), or 0
+  // when this allocator did not hand it out or no observer watched it.
+  static int64_t allocation_id(const c10::DataPtr& ptr);
 
  private:
   TrackingAllocator() = default;

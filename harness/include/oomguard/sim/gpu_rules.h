@@ -22,11 +22,13 @@ struct RuleEffect {
 // The rules a prediction applies; every one unless switched off.
 struct GpuRules {
   bool cublas_workspace = true;
+  bool sdpa_attention = true;
 
-  // "all", "none", or rule names separated by commas ("cublas_workspace"): the rules to
-  // apply. Throws std::invalid_argument naming an unknown rule and listing the known ones.
+  // "all", "none", or rule names separated by commas ("cublas_workspace,sdpa_attention"):
+  // the rules to apply. Throws std::invalid_argument naming an unknown rule and listing the
+  // known ones.
   static GpuRules parse(std::string_view text);
-  // The rules' names, comma-separated ("cublas_workspace"), or "none".
+  // The rules' names, comma-separated ("cublas_workspace,sdpa_attention"), or "none".
   std::string names() const;
 };
 
@@ -63,5 +65,47 @@ CublasWorkspace cublas_workspace(int sm, TorchVersion torch, std::string_view co
 // compute capability `emulated_sm` (":4096:2:16:8" or ":4096:8"), for emulating a card on
 // another: the real run then allocates the emulated card's workspaces.
 std::string cublas_workspace_config_for(int emulated_sm, TorchVersion torch);
+
+// Scaled-dot-product attention (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp,
+// attention.cu, the CPU's sdp_utils_cpp.cpp and attention.cpp): a CUDA run picks its kernel by
+// card, dtype, dropout and mask, and each kernel keeps other tensors for backward than the
+// kernel the CPU ran (CPU: its flash kernel without dropout, which keeps the output and a
+// [B,H,T] log-sum-exp; with dropout the math path, which keeps three B x H x T x S fp32
+// tensors: softmax, dropout mask, dropped weights). As LibTorch 2.3 to 2.15 choose, in order:
+// - flash: sm80 to sm121, fp16 or bf16, no attn_mask, head dim a multiple of 8 up to 256;
+//   keeps a [B,H,T] fp32 log-sum-exp;
+// - memory-efficient: sm50 to sm121, fp16 or fp32 (bf16 from sm80), fp16/bf16 head dim a
+//   multiple of 8; dropout and masks allowed; keeps a [B,H,ceil(T/32)*32] fp32 log-sum-exp
+//   when a gradient is needed;
+// - math: everything else; keeps q and k scaled, the softmax (dropout: a bool mask and the
+//   dropped weights too), in fp32 for fp16/bf16 inputs from LibTorch 2.5 (and a fp32 copy
+//   of v).
+// Left out: cuDNN attention (after math in the default order), the backward kernels'
+// temporaries, nested (jagged) tensors, a mask's own copies.
+enum class AttentionDtype { kFloat, kHalf, kBFloat16, kOther };
+enum class AttentionKernel { kFlash, kMemEfficient, kMath };
+const char* to_string(AttentionKernel kernel);  // "flash", "mem-efficient", "math"
+
+struct AttentionCall {
+  int64_t batch = 1, heads = 1;  // of q: [B, H, T, D] (leading dims folded into batch)
+  int64_t query_length = 0, key_length = 0, head_dim = 0, value_dim = 0;
+  AttentionDtype dtype = AttentionDtype::kFloat;
+  bool dropout = false, mask = false;
+  bool needs_grad = false;  // grad mode on and an input requires grad
+};
+
+struct AttentionPlan {
+  AttentionKernel kernel = AttentionKernel::kMath;
+  std::string why;                 // "sm75 fp32: flash needs sm80+ and fp16/bf16"
+  std::vector<int64_t> transient;  // allocated and freed inside the call
+  std::vector<int64_t> saved;      // kept for backward: freed when it runs (at once without)
+  // Allocated and freed inside its backward, besides the gradients of q, k and v (the CPU
+  // backward's size): approximate, from the kernels' launchers.
+  std::vector<int64_t> backward_transient;
+};
+
+// The kernel a CUDA card of compute capability `sm` picks for `call`, and what it allocates
+// besides its output (which is the CPU kernel's size).
+AttentionPlan cuda_attention(const AttentionCall& call, int sm, TorchVersion torch);
 
 }  // namespace oomguard::sim
