@@ -102,6 +102,60 @@ nlohmann::json json_document(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
+// A test's report (OOMGUARD_REPORT_DIR) holds no timeline: each phase is drawn as its start,
+// peak and end, with the reserved peak where it was measured or predicted.
+plot::MemoryPlot test_report_plot(const nlohmann::json& doc, const std::string& path) {
+  plot::MemoryPlot p;
+  try {
+    const std::string test = doc.at("test").at("name").get<std::string>();
+    p.title = "oomguard: memory of " + test;
+    p.capacity_bytes = doc.value("capacity_bytes", int64_t{0});
+    const nlohmann::json& info = doc.at("device_info");
+    const std::string card = info.value("emulated_card", nlohmann::json()).is_string()
+                                 ? info["emulated_card"].get<std::string>()
+                                 : "";
+    p.capacity_label =
+        (card.empty() ? "capacity " : card + ": ") + plot::size_label(p.capacity_bytes);
+    std::string predicted_for;
+    for (const auto& phase : doc.at("phases")) {
+      plot::PhaseSpan span;
+      span.name = phase.at("name").get<std::string>();
+      span.first = p.allocated.size();
+      const int64_t budget = phase.at("budget_bytes").get<int64_t>();
+      span.budget_bytes = budget > 0 ? budget : -1;
+      span.peak_index = span.first + 1;
+      span.peak_bytes = phase.at("peak_allocated_bytes").get<int64_t>();
+      if (phase.contains("live_at_peak") && phase["live_at_peak"].is_array())
+        for (const auto& t : phase["live_at_peak"])
+          span.live_at_peak.push_back(
+              {t.at("tag").get<std::string>(), t.at("bytes").get<int64_t>()});
+      for (const char* key :
+           {"start_allocated_bytes", "peak_allocated_bytes", "end_allocated_bytes"})
+        p.allocated.push_back(phase.at(key).get<int64_t>());
+      const nlohmann::json& reserved = phase.at("peak_reserved_bytes");
+      if (reserved.is_number_integer())
+        p.reserved.insert(p.reserved.end(), 3, reserved.get<int64_t>());
+      if (phase.contains("predictions") && phase["predictions"].is_array() &&
+          !phase["predictions"].empty())
+        predicted_for = phase["predictions"][0].at("label").get<std::string>();
+      if (phase.value("status", "") == "oom" && p.oom_label.empty()) {
+        p.oom_index = span.peak_index;
+        p.oom_label = "out of memory in " + span.name;
+      }
+      p.phases.push_back(span);
+    }
+    if (p.reserved.size() != p.allocated.size())
+      p.reserved.clear();  // measured or predicted for some phases only: not drawn
+    p.reserved_label = predicted_for.empty() ? "reserved (measured)"
+                                             : "reserved (predicted for " + predicted_for + ")";
+  } catch (const nlohmann::json::exception& e) {
+    throw run::ConfigError(path + ": not a test's report (oomguard.report/1): " + e.what());
+  }
+  p.subtitle = std::to_string(p.phases.size()) +
+               " phases from a test's report: each one's start, peak and end (no trace)";
+  return p;
+}
+
 }  // namespace
 
 int plot_command(const PlotArgs& args) {
@@ -135,6 +189,21 @@ int plot_command(const PlotArgs& args) {
         "wrote %s: %zu seeds, %zu phases, %.1f KiB\n",
         args.output.c_str(),
         p.seeds.size(),
+        p.phases.size(),
+        static_cast<double>(picture.size()) / 1024.0);
+    return 0;
+  }
+  if (schema == "oomguard.report/1" && doc.contains("test")) {
+    plot::MemoryPlot p = test_report_plot(doc, args.input);
+    if (capacity > 0) {  // --card or --capacity draws another card's line
+      p.capacity_bytes = capacity;
+      p.capacity_label = (card.empty() ? "capacity " : card + ": ") + plot::size_label(capacity);
+    }
+    const std::string picture = plot::render_svg(p);
+    write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
+    std::printf(
+        "wrote %s: %zu phases of a test's report, %.1f KiB\n",
+        args.output.c_str(),
         p.phases.size(),
         static_cast<double>(picture.size()) / 1024.0);
     return 0;

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# prediction_check.sh PREDICTION_TEST: the GoogleTest layer predicting a card on CPU
+# prediction_check.sh PREDICTION_TEST OOMGUARD: the GoogleTest layer predicting a card on CPU
 # (tests/gtest/prediction_test.cpp, a small MLP of its own, linked with oomguard::gtest_main):
 # - OOMGUARD_CARD=t4 with two more targets in OOMGUARD_PREDICT: the tests pass, each report
 #   matches oomguard.report/1 and lists the predictions with the workspace rule, and each
 #   phase's figures are printed;
 # - a capacity between the predicted allocated and reserved peaks fails the test as the card
 #   would, naming the phase;
-# - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them).
+# - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them);
+# - `oomguard plot` draws a test's report with the predicted reserved line, at its height on
+#   the picture's own axis once rasterised (rsvg-convert; skipped without it).
 set -euo pipefail
 binary=$1
+cli=$2
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -60,6 +63,32 @@ assert phase["budget_key"] == "cuda:t4", phase["budget_key"]
 assert phase["budget_checked_against"] == "predicted", phase
 print("ok: the budget's key and figure are the card's prediction")
 PY
+
+# The test's report drawn: the reserved line at the predicted peak's height.
+"$cli" plot "$tmp/t4/$train.json" -o "$tmp/train.svg" > /dev/null
+if command -v rsvg-convert > /dev/null && [ -x "${OOMGUARD_TOOLS_BIN:-}/python" ]; then
+  rsvg-convert "$tmp/train.svg" -o "$tmp/train.png"
+  "$OOMGUARD_TOOLS_BIN/python" - "$tmp/train.svg" "$tmp/train.png" "$reserved" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+from PIL import Image
+svg, png, reserved = ET.parse(sys.argv[1]).getroot(), Image.open(sys.argv[2]).convert("RGB"), int(sys.argv[3])
+NS = {"s": "http://www.w3.org/2000/svg"}
+ticks = sorted((int(t.get("data-bytes")), float(t.get("y")) - 4)
+               for t in svg.iterfind(".//s:text[@class='tick']", NS))
+(b0, y0), (b1, y1) = ticks[0], ticks[-1]
+y = round(y0 + (y1 - y0) * (reserved - b0) / (b1 - b0))
+px = png.load()
+orange = lambda c: c[0] > 200 and 90 < c[1] < 170 and c[2] < 80  # #ff7f0e, antialiased
+rows = [r for r in range(y - 2, y + 3)
+        if sum(orange(px[x, r]) for x in range(100, png.size[0] - 40)) > 200]
+assert rows, f"no reserved line at y {y} ({reserved} B)"
+assert "reserved (predicted for t4)" in open(sys.argv[1]).read()
+print(f"ok: the plot's reserved line is at the predicted {reserved} B (y {y})")
+PY
+else
+  echo "skipped: rasterising the plot (no rsvg-convert or checkers' venv)"
+fi
 
 # Between the predicted allocated and reserved peaks: the CPU bytes would fit, the card not.
 capacity=$(( (allocated + reserved) / 2 ))
