@@ -86,6 +86,8 @@ uint64_t seed_test() {
   }
   at::manual_seed(seed);
   detail::record_seed(seed);
+  std::cout << "[ oomguard ] " << detail::current_test_name() << " seed " << seed
+            << " (OOMGUARD_SEED=" << seed << " runs it again)\n";
   ::testing::Test::RecordProperty("oomguard.seed", std::to_string(seed));
   return seed;
 }

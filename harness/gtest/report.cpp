@@ -1,5 +1,8 @@
 #include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <stdexcept>
+#include <system_error>
 #include <mutex>
 #include <string>
 
@@ -129,6 +132,11 @@ void write_report(const std::string& test, const TestRecord& record) {
       {"config", nlohmann::json::object()},
       {"phases", phases},
       {"oom", oom}};
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);  // a folder that cannot be made: said below
+  if (error)
+    throw std::runtime_error(
+        std::string("OOMGUARD_REPORT_DIR=") + dir + ": cannot be created: " + error.message());
   write_file_atomically(std::string(dir) + "/" + test + ".json", doc.dump(2) + "\n");
 }
 

@@ -12,10 +12,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-mkdir "$tmp/reports"
+# The report folder is made when it is missing.
 OOMGUARD_REPORT_DIR="$tmp/reports" "$binary" --gtest_output="xml:$tmp/layer.xml" \
   > "$tmp/out.txt" 2>&1 || { cat "$tmp/out.txt"; fail "the layer's tests failed"; }
 ls "$tmp/reports"
+grep -q "\[ oomguard \] LayerTest.SeedsCountUpPerTest seed [0-9]* (OOMGUARD_SEED=" "$tmp/out.txt" ||
+  { cat "$tmp/out.txt"; fail "the seed is not printed"; }
 for test in MeasureReportsStartPeakAndEnd OutOfMemoryFailsTheTestNamingThePhase \
     BudgetsAreDataAcceptedThenChecked; do
   [ -s "$tmp/reports/LayerTest.$test.json" ] || fail "no report for LayerTest.$test"
