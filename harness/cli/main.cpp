@@ -111,6 +111,11 @@ void add_replay_options(CLI::App& app, ReplayArgs& args) {
       args.torch_version,
       "the LibTorch whose allocator to model, e.g. 1.13 (default: the one oomguard was built "
       "with; versions after 2.6 behave as 2.6)");
+  app.add_option(
+      "--rules",
+      args.rules,
+      "the CPU-to-GPU rules a trace of oomguard's is replayed with: all (default), none, or "
+      "names (cublas_workspace: its gemm events take the card's cuBLAS workspaces)");
   app.add_option("--report", args.report_file, "write the JSON report here");
   app.add_option(
       "--export-snapshot",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <oomguard/memory/sizes.h>
 #include "harness/run/config.h"
 #include "harness/sim/pickle.h"
+#include <oomguard/sim/gpu_rules.h>
 #include <oomguard/sim/replay.h>
 #include <oomguard/sim/snapshot.h>
 #include <oomguard/sim/snapshot_export.h>
@@ -66,6 +68,7 @@ struct Setting {
   sim::DeviceLimits device;
   std::string alloc_conf;
   sim::AllocatorSettings settings;
+  sim::CublasWorkspace workspace;  // per handle, taken at the trace's gemm events; 0: none
   std::string label() const {
     return (card.empty() ? format_size(device.driver_free_bytes) : card) + " " +
            (alloc_conf.empty() ? "default" : alloc_conf);
@@ -104,6 +107,10 @@ nlohmann::json figures_json(
       {"largest_gap_line", r.largest_gap_line},
       {"num_alloc_retries", r.num_alloc_retries},
       {"num_ooms", r.num_ooms},
+      {"cublas_workspace_bytes", r.workspace_bytes},
+      {"cublas_workspace",
+       s.workspace.bytes_per_handle > 0 ? nlohmann::json(s.workspace.describe())
+                                        : nlohmann::json(nullptr)},
       {"outcome", r.oom ? "oom" : "pass"},
       {"margin_bytes",
        r.oom ? nlohmann::json(nullptr)
@@ -230,13 +237,44 @@ Input read_input(const std::string& path) {
 
 // Every card, then every capacity, each with every allocator setting in the order given.
 std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int version) {
+  sim::GpuRules rules;
+  try {
+    rules = sim::GpuRules::parse(args.rules);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(std::string("--rules: ") + e.what());
+  }
+  // A trace's matrix products take the card's cuBLAS workspaces; a snapshot recorded them.
+  const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const auto workspace = [&](int sm) {
+    if (!rules.cublas_workspace || input.snapshot)
+      return sim::CublasWorkspace{};
+    try {
+      return sim::cublas_workspace(
+          sm,
+          {version / 100, version % 100},
+          config != nullptr ? config : "",
+          sim::kTrainingCublasHandles);
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(e.what());
+    }
+  };
   std::vector<Setting> devices;
   for (const auto& name : args.cards) {
     const memory::CardProfile& c = memory::find_card(name);
-    devices.push_back({name, {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0}, "", {}});
+    devices.push_back(
+        {name,
+         {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0},
+         "",
+         {},
+         workspace(c.compute_capability)});
   }
   for (const auto& text : args.capacities)
-    devices.push_back({"", sim::DeviceLimits::capacity(parse_capacity(text)), "", {}});
+    devices.push_back(
+        {"",
+         sim::DeviceLimits::capacity(parse_capacity(text)),
+         "",
+         {},
+         workspace(memory::kDefaultModelSm)});
   // A snapshot replays with the settings it was recorded with unless told otherwise.
   std::vector<std::string> confs = args.alloc_confs;
   if (confs.empty())
@@ -327,6 +365,15 @@ int replay_command(const ReplayArgs& args) {
         "--export-snapshot: a replay with expandable_segments:True is not written as a "
         "snapshot (its pages are not segments of their own)");
 
+  if (settings.front().workspace.bytes_per_handle > 0 &&
+      std::none_of(input.trace.events.begin(), input.trace.events.end(), [](const auto& e) {
+        return e.op == sim::TraceEvent::Op::kGemm;
+      }))
+    std::fprintf(
+        stderr,
+        "note: %s marks no matrix product (gemm events), so no cuBLAS workspace is added; "
+        "a trace recorded by this oomguard has them\n",
+        args.trace_file.c_str());
   std::vector<sim::ReplayResult> results;
   nlohmann::json entries = nlohmann::json::array();
   const auto start = std::chrono::steady_clock::now();
@@ -338,7 +385,8 @@ int replay_command(const ReplayArgs& args) {
         s.settings,
         s.device,
         /*timeline=*/nullptr,
-        exported ? &device_trace : nullptr));
+        exported ? &device_trace : nullptr,
+        s.workspace.bytes_per_handle));
     entries.push_back(figures_json(results.back(), s, torch_version));
   }
   if (!args.export_snapshot.empty())

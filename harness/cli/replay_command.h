@@ -21,6 +21,9 @@ struct ReplayArgs {
   // side by side. No --alloc-conf: the default, or the settings a snapshot was recorded with.
   std::vector<std::string> cards, capacities, alloc_confs;
   std::string torch_version;  // X.Y of the allocator to model; empty: this build's LibTorch
+  // The CPU-to-GPU rules a trace of oomguard's is replayed with (sim::GpuRules): its gemm
+  // events take the card's cuBLAS workspaces. A PyTorch snapshot has them already.
+  std::string rules = "all";
 };
 
 // Declares `oomguard replay`'s options on `app`, filling `args` (harness/cli/main.cpp, the one

@@ -317,9 +317,10 @@ ResolvedRun resolve_run(const RunArgs& args) {
     throw run::ConfigError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
-  if (args.rules != "all" && args.allocator_model != "cuda")
+  if (args.rules != "all" && args.allocator_model != "cuda" && args.snapshot_file.empty())
     throw run::ConfigError(
-        "--rules chooses the allocator model's rules; add --allocator-model cuda");
+        "--rules chooses the allocator model's rules; add --allocator-model cuda (or "
+        "--snapshot)");
   if (args.allocator_model == "cuda") {
     sim::GpuRules rules;
     try {
@@ -355,9 +356,22 @@ void write_snapshot(
   sim::DeviceLimits device = resolved.model ? resolved.model->device : sim::DeviceLimits{};
   if (device.total_bytes == 0 && resolved.capacity_bytes > 0)
     device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
+  // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
+  // snapshot shows them.
+  const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const int sm =
+      args.card.empty() ? memory::kDefaultModelSm : memory::find_card(args.card).compute_capability;
+  const int64_t workspace = sim::GpuRules::parse(args.rules).cublas_workspace
+                                ? sim::cublas_workspace(
+                                      sm,
+                                      {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+                                      config != nullptr ? config : "",
+                                      sim::kTrainingCublasHandles)
+                                      .bytes_per_handle
+                                : 0;
   sim::DeviceTrace device_trace;
   const sim::ReplayResult r =
-      sim::replay(trace, *resolved.snapshot_settings, device, nullptr, &device_trace);
+      sim::replay(trace, *resolved.snapshot_settings, device, nullptr, &device_trace, workspace);
   write_file_atomically(
       args.snapshot_file,
       sim::snapshot_pickle(

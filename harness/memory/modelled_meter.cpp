@@ -17,6 +17,8 @@
 
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
+#include <oomguard/memory/trace_recorder.h>
+#include "harness/memory/operator_callbacks.h"
 
 namespace oomguard::memory {
 namespace {
@@ -26,8 +28,9 @@ namespace {
 // functions, registered once per process and never removed (removing one is only safe while
 // no other code runs); with no meter they return at once.
 std::mutex watcher_mutex;
-ModelledMeter* watcher = nullptr;  // guarded by watcher_mutex
-std::atomic<bool> watched{false};  // a meter is set: the callbacks' fast path
+ModelledMeter* watcher = nullptr;     // guarded by watcher_mutex
+TraceRecorder* gemm_trace = nullptr;  // guarded by watcher_mutex
+std::atomic<bool> watched{false};     // either is set: the callbacks' fast path
 // Autograd nodes this thread is inside: a GEMM there is the backward's.
 thread_local int backward_depth = 0;
 // Scaled-dot-product attention calls this thread is inside (the outermost is modelled).
@@ -165,6 +168,8 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   std::lock_guard<std::mutex> lock(watcher_mutex);
   if (watcher != nullptr)
     watcher->on_gemm(backward_depth > 0);
+  if (gemm_trace != nullptr)
+    gemm_trace->on_gemm(backward_depth > 0);
 }
 
 void register_callbacks() {
@@ -176,6 +181,10 @@ void register_callbacks() {
             .needsOutputs(true)
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   });
+}
+
+void set_watched() {  // with watcher_mutex held
+  watched.store(watcher != nullptr || gemm_trace != nullptr, std::memory_order_release);
 }
 
 // Frees the saved blocks of `token` in the watching meter: run when the attention's autograd
@@ -242,6 +251,20 @@ std::vector<uint64_t> attention_nodes(const at::Tensor& output, uint64_t first) 
 }
 
 }  // namespace
+
+void watch_gemms_for(TraceRecorder* recorder) {
+  register_callbacks();
+  std::lock_guard<std::mutex> lock(watcher_mutex);
+  gemm_trace = recorder;
+  set_watched();
+}
+
+void unwatch_gemms_for(TraceRecorder* recorder) {
+  std::lock_guard<std::mutex> lock(watcher_mutex);
+  if (gemm_trace == recorder)
+    gemm_trace = nullptr;
+  set_watched();
+}
 
 struct ModelledMeter::Model {
   Model(const ModelTarget& t, bool refuses)
@@ -331,7 +354,7 @@ ModelledMeter::ModelledMeter(TrackingAllocator& tracker, const std::vector<Model
     if (watcher != nullptr)
       throw std::logic_error("another allocator model already watches operators");
     watcher = this;
-    watched.store(true, std::memory_order_release);
+    set_watched();
   }
   tracker_.add_observer(this);  // last: nothing after it throws
 }
@@ -348,7 +371,7 @@ ModelledMeter::~ModelledMeter() {
   std::lock_guard<std::mutex> lock(watcher_mutex);  // waits for a callback using this meter
   if (watcher == this) {
     watcher = nullptr;
-    watched.store(false, std::memory_order_release);
+    set_watched();
   }
   if (capture.meter == this)
     capture = AttentionCapture{};

@@ -6,6 +6,7 @@
 
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/sim/trace.h>
+#include "harness/memory/operator_callbacks.h"
 
 namespace oomguard::memory {
 
@@ -16,11 +17,23 @@ TraceRecorder::TraceRecorder(const std::string& path)
         "cannot write the trace " + path + ": " + std::strerror(errno) +
         "; hint: check that its directory exists and is writable");
   std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
+  watch_gemms_for(this);
 }
 
 TraceRecorder::~TraceRecorder() {
+  unwatch_gemms_for(this);  // waits for a callback writing to this recorder
   if (file_ != nullptr)
     std::fclose(file_);
+}
+
+void TraceRecorder::on_gemm(bool inside_backward) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool& marked = gemm_marked_[inside_backward ? 1 : 0];
+  if (marked)
+    return;
+  marked = true;
+  mark_phase();
+  write(sim::gemm_line(inside_backward));
 }
 
 void TraceRecorder::write(const std::string& line) {
@@ -42,22 +55,27 @@ void TraceRecorder::mark_phase() {
 }
 
 void TraceRecorder::on_alloc(int64_t id, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   mark_phase();
   const AllocSite site = alloc_site();
   write(sim::alloc_line(id, bytes, site.phase, site.step, site.tag));
 }
 
 void TraceRecorder::on_free(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
   mark_phase();
   write(sim::free_line(id));
 }
 
 void TraceRecorder::record_live_before(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   mark_phase();
   write(sim::alloc_line(/*id=*/0, bytes, alloc_site().phase, /*step=*/-1, "(before the trace)"));
 }
 
 void TraceRecorder::close() {
+  unwatch_gemms_for(this);
+  std::lock_guard<std::mutex> lock(mutex_);
   if (file_ == nullptr)
     return;
   const bool flushed = std::fflush(file_) == 0;

@@ -20,8 +20,14 @@ constexpr size_t kTopTags = 5;
 void fill_live_at_peak(
     const Trace& trace,
     const std::vector<size_t>& peak_index,
-    std::vector<PhasePrediction>& phases) {
-  std::vector<int64_t> by_tag(trace.tags.size(), 0);
+    std::vector<PhasePrediction>& phases,
+    int64_t workspace_bytes) {
+  // The cuBLAS workspaces the gemm events took count under a name of their own, last.
+  std::vector<std::string> names = trace.tags;
+  names.push_back("cuBLAS workspace");
+  const size_t workspace_tag = names.size() - 1;
+  bool workspace_taken[2] = {false, false};
+  std::vector<int64_t> by_tag(names.size(), 0);
   std::vector<int32_t> slot_tag(static_cast<size_t>(trace.slots), 0);
   std::vector<int64_t> slot_bytes(static_cast<size_t>(trace.slots), 0);
   for (const InitialSegment& s : trace.initial_segments)
@@ -40,9 +46,14 @@ void fill_live_at_peak(
     } else if (e.op == TraceEvent::Op::kFree) {
       by_tag[static_cast<size_t>(slot_tag[slot])] -= slot_bytes[slot];
       slot_bytes[slot] = 0;
+    } else if (
+        e.op == TraceEvent::Op::kGemm && workspace_bytes > 0 &&
+        !workspace_taken[e.backward ? 1 : 0]) {
+      workspace_taken[e.backward ? 1 : 0] = true;
+      by_tag[workspace_tag] += workspace_bytes;
     }
     for (; next < phases.size() && peak_index[next] == index; ++next)
-      phases[next].live_at_peak = top_tags(by_tag, trace.tags);
+      phases[next].live_at_peak = top_tags(by_tag, names);
   }
 }
 
@@ -75,7 +86,8 @@ ReplayResult replay(
     const AllocatorSettings& settings,
     const DeviceLimits& device,
     Timeline* timeline,
-    DeviceTrace* device_trace) {
+    DeviceTrace* device_trace,
+    int64_t workspace_bytes) {
   ReplayResult result;
   CachingAllocator allocator(settings, device);
   std::vector<CachingAllocator::Handle> blocks(static_cast<size_t>(trace.slots));
@@ -111,6 +123,7 @@ ReplayResult replay(
     record_segments(index);
     device_trace->entries.push_back({action, address, size, index});
   };
+  bool workspace_taken[2] = {false, false};  // the forward's and the backward's handle
   std::vector<size_t> peak_index;  // per phase: the event after which requested bytes peaked
   int64_t phase_peak = 0;
   for (size_t index = 0; index < trace.events.size(); ++index) {
@@ -147,6 +160,34 @@ ReplayResult replay(
       allocator.empty_cache();
       if (device_trace != nullptr)
         record_segments(index);
+      continue;
+    }
+    if (e.op == TraceEvent::Op::kGemm) {
+      bool& taken = workspace_taken[e.backward ? 1 : 0];
+      if (workspace_bytes <= 0 || taken)
+        continue;
+      const CachingAllocator::Handle w = allocator.malloc(workspace_bytes);
+      if (w == CachingAllocator::kOom) {
+        if (device_trace != nullptr)
+          record(index, Action::kOom, 0, workspace_bytes);
+        result.oom = PredictedOom{
+            e.line,
+            0,
+            workspace_bytes,
+            phase != nullptr ? phase->name : "",
+            -1,
+            "cuBLAS workspace",
+            *allocator.last_oom()};
+        break;
+      }
+      if (device_trace != nullptr)
+        record(index, Action::kAlloc, allocator.block_address(w), workspace_bytes);
+      taken = true;
+      result.workspace_bytes += workspace_bytes;
+      if (phase != nullptr && stats.requested_bytes.current > phase_peak) {
+        phase_peak = stats.requested_bytes.current;
+        peak_index.back() = index;
+      }
       continue;
     }
     const CachingAllocator::Handle h = allocator.malloc(e.bytes);
@@ -210,7 +251,7 @@ ReplayResult replay(
   }
   for (size_t k = 0; k < result.phases.size(); ++k)
     result.phases[k].peak_event = peak_index[k];
-  fill_live_at_peak(trace, peak_index, result.phases);
+  fill_live_at_peak(trace, peak_index, result.phases, workspace_bytes);
   result.num_alloc_retries = stats.num_alloc_retries;
   result.num_ooms = stats.num_ooms;
   return result;

@@ -58,9 +58,12 @@ std::string snapshot_pickle(
   const auto write_frames = [&](PickleWriter& w, size_t event) {
     const TraceEvent& e = trace.events[event];
     const bool block = e.op == TraceEvent::Op::kAlloc || e.op == TraceEvent::Op::kFree;
+    // A gemm event's allocation is its cuBLAS workspace, named as PyTorch's frames name it.
+    static const std::string kWorkspace = "at::cuda::getNewWorkspace()";
     const std::string& tag =
         block ? trace.tags[static_cast<size_t>(tag_of_slot[static_cast<size_t>(e.slot)])]
-              : trace.tags[0];
+        : e.op == TraceEvent::Op::kGemm ? kWorkspace
+                                        : trace.tags[0];
     const int64_t step = block ? step_of_slot[static_cast<size_t>(e.slot)] : -1;
     w.begin_list();
     w.begin_dict();

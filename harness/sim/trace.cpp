@@ -116,8 +116,13 @@ Trace read_trace(std::istream& in, const std::string& source) {
         bad("free of id " + std::to_string(e.id) + ", which is not allocated");
       e.slot = it->second;
       live.erase(it);
+    } else if (op == "gemm") {
+      e.op = TraceEvent::Op::kGemm;
+      if (j.contains("backward") && !j["backward"].is_boolean())
+        bad("\"backward\" must be true or false");
+      e.backward = j.value("backward", false);
     } else {
-      bad("unknown op \"" + op + "\"; expected alloc, free or phase");
+      bad("unknown op \"" + op + "\"; expected alloc, free, phase or gemm");
     }
     trace.events.push_back(e);
   }
@@ -139,6 +144,10 @@ std::string free_line(int64_t id) {
 
 std::string phase_line(std::string_view phase) {
   return "{\"op\":\"phase\",\"phase\":" + quoted(phase) + "}";
+}
+
+std::string gemm_line(bool backward) {
+  return std::string("{\"op\":\"gemm\",\"backward\":") + (backward ? "true" : "false") + "}";
 }
 
 }  // namespace oomguard::sim

@@ -36,7 +36,9 @@ d = sys.argv[1]
 trace = json.load(open(f"{d}/trace.json"))
 back = json.load(open(f"{d}/back.json"))
 stats, viz = open(f"{d}/stats.txt").read(), open(f"{d}/trace.txt").read().splitlines()
-allocs = sum(1 for line in open(f"{d}/t.jsonl") if '"op":"alloc"' in line and '"bytes":0,' not in line)
+# The run's allocations, and a cuBLAS workspace at each gemm event (the forward's, the backward's).
+allocs = sum(1 for line in open(f"{d}/t.jsonl")
+             if ('"op":"alloc"' in line and '"bytes":0,' not in line) or '"op":"gemm"' in line)
 mallocs = sum(1 for line in viz if " = cudaMalloc(" in line)
 viz_allocs = sum(1 for line in viz if re.match(r"^[a-z]+\d* = [a-z]+\d*\[\d+:", line))
 keys = ["peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes",

@@ -332,7 +332,7 @@ TEST(CachingAllocatorTest, MalformedTracesNameTheLine) {
   EXPECT_EQ(error_of("not json"), "t.jsonl:1: not a JSON object; each line holds one event");
   EXPECT_EQ(
       error_of("{\"op\":\"grow\"}"),
-      "t.jsonl:1: unknown op \"grow\"; expected alloc, free or phase");
+      "t.jsonl:1: unknown op \"grow\"; expected alloc, free, phase or gemm");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // (<oomguard/sim/trace.h>), with the phase, step and tag of its site (alloc_site.h).
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include <oomguard/memory/tracking_allocator.h>
@@ -11,7 +12,10 @@ namespace oomguard::memory {
 
 class TraceRecorder final : public AllocationObserver {
  public:
-  // Opens `path` for writing; throws std::runtime_error naming it when that fails.
+  // Opens `path` for writing; throws std::runtime_error naming it when that fails. From then
+  // on the first matrix product of the forward and of autograd's backward are marked too
+  // (gemm events, through the operator callbacks the allocator model uses), so a replay can
+  // add a CUDA run's cuBLAS workspaces where they were taken.
   explicit TraceRecorder(const std::string& path);
   ~TraceRecorder() override;
   TraceRecorder(const TraceRecorder&) = delete;
@@ -19,6 +23,8 @@ class TraceRecorder final : public AllocationObserver {
 
   void on_alloc(int64_t id, int64_t bytes) override;
   void on_free(int64_t id) override;
+  // A matrix product ended (inside_backward: within an autograd node): marked the first time.
+  void on_gemm(bool inside_backward);
   // Writes the `bytes` live before this recorder watched as one allocation (id 0, tag
   // "(before the trace)") that is never freed, so a replay starts from what the meter counted.
   // MeterStack calls it when it adds the recorder.
@@ -32,9 +38,11 @@ class TraceRecorder final : public AllocationObserver {
   void write(const std::string& line);
   void mark_phase();
 
+  std::mutex mutex_;  // allocations come under the tracker's lock, GEMMs from any thread
   std::string path_;
   std::FILE* file_;
-  const char* phase_ = nullptr;  // the phase the last event was in
+  bool gemm_marked_[2] = {false, false};  // the forward's, the backward's
+  const char* phase_ = nullptr;           // the phase the last event was in
   int64_t events_ = 0;
   bool failed_ = false;
 };

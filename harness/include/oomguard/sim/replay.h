@@ -68,6 +68,7 @@ struct ReplayResult {
   int64_t events = 0;                       // events replayed (the trace stops at an OOM)
   std::optional<PredictedOom> oom;          // the first allocation that would fail
   std::optional<RecordingMatch> recording;  // traces with recorded_reserved (snapshots)
+  int64_t workspace_bytes = 0;              // the cuBLAS workspaces the gemm events took
 };
 
 // Memory after every replayed event, for pictures: requested[i] and reserved[i] follow
@@ -98,11 +99,15 @@ struct DeviceTrace {
 
 // Replays until the end or the first predicted OOM, as the real run would stop there;
 // fills `timeline` and `device_trace` when given.
+// `workspace_bytes` > 0: the trace's gemm events take a cuBLAS workspace of that size for
+// their handle (forward, backward) the first time, kept to the end (the cublas_workspace rule;
+// ReplayResult::workspace_bytes); a refused one is the replay's OOM (tag "cuBLAS workspace").
 ReplayResult replay(
     const Trace& trace,
     const AllocatorSettings& settings,
     const DeviceLimits& device,
     Timeline* timeline = nullptr,
-    DeviceTrace* device_trace = nullptr);
+    DeviceTrace* device_trace = nullptr,
+    int64_t workspace_bytes = 0);
 
 }  // namespace oomguard::sim

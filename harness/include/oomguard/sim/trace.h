@@ -4,6 +4,9 @@
 //   {"op":"phase","phase":"train"}   a phase begins (its peaks start from here)
 //   {"op":"alloc","id":17,"bytes":4096,"phase":"train","step":3,"tag":"block2.attn"}
 //   {"op":"free","id":17}
+//   {"op":"gemm","backward":false}   the first matrix product of the forward (backward: of
+//                                    autograd's backward): on CUDA its cuBLAS handle takes a
+//                                    workspace there (sim::cublas_workspace)
 #include <cstdint>
 #include <istream>
 #include <stdexcept>
@@ -17,15 +20,17 @@ namespace oomguard::sim {
 
 struct TraceEvent {
   // kEmptyCache: torch.cuda.empty_cache() (PyTorch snapshots; oomguard's traces have none).
-  enum class Op : uint8_t { kAlloc, kFree, kPhase, kEmptyCache };
+  // kGemm: a cuBLAS handle's first use (`backward`: autograd's thread's; oomguard's traces).
+  enum class Op : uint8_t { kAlloc, kFree, kPhase, kEmptyCache, kGemm };
   Op op = Op::kAlloc;
-  int32_t phase = 0;  // index into Trace::phases (alloc and phase events)
-  int32_t tag = 0;    // index into Trace::tags (alloc events)
-  int32_t slot = 0;   // dense number of the allocation (alloc and free events)
-  int64_t bytes = 0;  // alloc events
-  int64_t step = -1;  // alloc events; -1 when the trace gives none
-  int64_t id = 0;     // the trace's own id (alloc and free events)
-  int64_t line = 0;   // where in the file (a snapshot: the entry of its device trace, from 1)
+  int32_t phase = 0;      // index into Trace::phases (alloc and phase events)
+  int32_t tag = 0;        // index into Trace::tags (alloc events)
+  int32_t slot = 0;       // dense number of the allocation (alloc and free events)
+  int64_t bytes = 0;      // alloc events
+  int64_t step = -1;      // alloc events; -1 when the trace gives none
+  int64_t id = 0;         // the trace's own id (alloc and free events)
+  int64_t line = 0;       // where in the file (a snapshot: the entry of its device trace, from 1)
+  bool backward = false;  // gemm events: autograd's backward thread's handle
 };
 
 // A segment held before the trace's first event (a PyTorch snapshot whose recording began
@@ -67,5 +72,7 @@ std::string alloc_line(
 std::string free_line(int64_t id);
 // {"op":"phase","phase":PHASE}: the allocations after it belong to that phase.
 std::string phase_line(std::string_view phase);
+// {"op":"gemm","backward":BOOL}: the first matrix product on that thread.
+std::string gemm_line(bool backward);
 
 }  // namespace oomguard::sim
