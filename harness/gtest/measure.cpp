@@ -168,6 +168,10 @@ PhaseResult result_of(const memory::PhaseMemory& figures, const char* site_phase
   if (stack.live() != nullptr)
     result.live_at_peak = stack.live()->live_at_peak(site_phase, result.peak_allocated_bytes);
   result.predictions = predictions(stack);
+  // A refusal the model met where nothing could throw (a workspace or a tensor an attention
+  // kernel keeps, at the phase's end) is this phase's out-of-memory all the same.
+  if (result.oom.empty() && !result.predictions.empty() && !result.predictions.front().oom.empty())
+    result.oom = result.predictions.front().oom;
   if (!result.predictions.empty()) {
     // The measured figures stay the CPU's; what the model says is in the predictions.
     result.peak_reserved_bytes = -1;
@@ -214,7 +218,8 @@ PhaseResult measure(const std::string& name, const std::function<void()>& body) 
   }
   memory::set_alloc_phase(outer_phase);
   PhaseResult result = result_of(figures, site_phase);
-  result.oom = oom;
+  if (!oom.empty())
+    result.oom = oom;
   finish(result);
   return result;
 }

@@ -112,6 +112,14 @@ MeterOptions meter_options_from_env() {
         std::string("OOMGUARD_CAPACITY=") + capacity +
         ": must be more than 0 bytes; unset it for no limit");
 
+  sim::GpuRules rules;
+  if (const char* names = env_or_null("OOMGUARD_RULES")) {
+    try {
+      rules = sim::GpuRules::parse(names);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("OOMGUARD_RULES: ") + e.what());
+    }
+  }
   const char* model = env_or_null("OOMGUARD_ALLOCATOR_MODEL");
   if (model != nullptr && std::string(model) != "cuda" && std::string(model) != "none")
     throw std::invalid_argument(
@@ -128,14 +136,6 @@ MeterOptions meter_options_from_env() {
           "OOMGUARD_PREDICT: predictions are made on the CPU meter, and this binary measures "
           "on CUDA; set OOMGUARD_DEVICE=cpu to predict");
     return options;
-  }
-  sim::GpuRules rules;
-  if (const char* names = env_or_null("OOMGUARD_RULES")) {
-    try {
-      rules = sim::GpuRules::parse(names);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("OOMGUARD_RULES: ") + e.what());
-    }
   }
   const char* conf = env_or_null("OOMGUARD_ALLOC_CONF");
   options.model_targets.push_back(target_from_env(

@@ -99,16 +99,35 @@ std::optional<sim::AttentionCall> attention_call(c10::ArrayRef<const c10::IValue
   return call;
 }
 
-std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    ++backward_depth;
-    if (watched.load(std::memory_order_acquire)) {
-      std::lock_guard<std::mutex> lock(watcher_mutex);
-      if (watcher != nullptr)
-        watcher->on_backward_node(fn.seqNr(), /*start=*/true);
-    }
-    return nullptr;
+// An autograd node by the thread that made it and its sequence number (numbered per thread).
+ModelledMeter::NodeKey node_key(uint64_t thread, int64_t sequence_number) {
+  return {thread, static_cast<uint64_t>(sequence_number)};
+}
+
+// Autograd nodes' backward, without their inputs: recording them would keep each incoming
+// gradient referenced while the node runs, so AccumulateGrad would copy a gradient it steals
+// otherwise, an allocation the run without oomguard does not make.
+std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction& fn) {
+  ++backward_depth;
+  if (watched.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(watcher_mutex);
+    if (watcher != nullptr)
+      watcher->on_backward_node(node_key(fn.forwardThreadId(), fn.seqNr()), /*start=*/true);
   }
+  return nullptr;
+}
+
+void on_node_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (backward_depth > 0)
+    --backward_depth;
+  if (watched.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(watcher_mutex);
+    if (watcher != nullptr)
+      watcher->on_backward_node(node_key(fn.forwardThreadId(), fn.seqNr()), /*start=*/false);
+  }
+}
+
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   if (!watched.load(std::memory_order_acquire))
     return nullptr;
   const char* name = fn.name();
@@ -140,16 +159,6 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
 // At the GEMM's end: on CUDA the handle, and its workspace, is taken inside the kernel's
 // launch, after the output (and any contiguous copies of the inputs) exist.
 void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    if (backward_depth > 0)
-      --backward_depth;
-    if (watched.load(std::memory_order_acquire)) {
-      std::lock_guard<std::mutex> lock(watcher_mutex);
-      if (watcher != nullptr)
-        watcher->on_backward_node(fn.seqNr(), /*start=*/false);
-    }
-    return;
-  }
   if (!watched.load(std::memory_order_acquire))
     return;
   const char* name = fn.name();
@@ -175,11 +184,14 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
 void register_callbacks() {
   static std::once_flag once;
   std::call_once(once, [] {
-    at::addGlobalCallback(
-        at::RecordFunctionCallback(on_op_start, on_op_end)
-            .needsInputs(true)
-            .needsOutputs(true)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    // Operators with their arguments (an attention call's shapes) and results.
+    at::addGlobalCallback(at::RecordFunctionCallback(on_op_start, on_op_end)
+                              .needsInputs(true)
+                              .needsOutputs(true)
+                              .scopes({at::RecordScope::FUNCTION}));
+    at::addGlobalCallback(at::RecordFunctionCallback(on_node_start, on_node_end)
+                              .needsInputs(false)
+                              .scopes({at::RecordScope::BACKWARD_FUNCTION}));
   });
 }
 
@@ -214,8 +226,8 @@ class ReleaseAttention final : public torch::autograd::FunctionPostHook {
 // The attention call, or its backward, this thread is inside: what the CPU kernel allocates
 // is held back from the targets the rule replaces it for.
 struct AttentionCapture {
-  const ModelledMeter* meter = nullptr;  // null outside a call
-  int64_t token = 0;                     // the backward's call; 0 in a forward
+  uint64_t meter = 0;  // the serial of the meter it is for; 0 outside a call
+  int64_t token = 0;   // the backward's call; 0 in a forward
   sim::AttentionCall call;
   uint64_t first_node = 0;  // the sequence number of the call's first autograd node
   bool cpu_math = false;
@@ -228,10 +240,18 @@ struct AttentionCapture {
 };
 thread_local AttentionCapture capture;
 
+// Serials of meters and ids of what only the card allocates, process-wide: a stale capture
+// or a hook outliving its meter never matches another meter's.
+std::atomic<uint64_t> last_meter_serial{0};
+std::atomic<int64_t> last_synthetic_id{0};
+int64_t synthetic_id() {
+  return -(last_synthetic_id.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
 // The autograd nodes the call made: reachable from its output's node and created since the
 // call began (an AccumulateGrad, numbered last of all, is the inputs').
-std::vector<uint64_t> attention_nodes(const at::Tensor& output, uint64_t first) {
-  std::vector<uint64_t> nodes;
+std::vector<ModelledMeter::NodeKey> attention_nodes(const at::Tensor& output, uint64_t first) {
+  std::vector<ModelledMeter::NodeKey> nodes;
   std::vector<torch::autograd::Node*> stack{output.grad_fn().get()};
   std::vector<torch::autograd::Node*> seen;
   while (!stack.empty()) {
@@ -243,7 +263,7 @@ std::vector<uint64_t> attention_nodes(const at::Tensor& output, uint64_t first) 
     const uint64_t number = node->sequence_nr();
     if (number < first || number == UINT64_MAX)
       continue;
-    nodes.push_back(number);
+    nodes.emplace_back(node->thread_id(), number);
     for (const torch::autograd::Edge& edge : node->next_edges())
       stack.push_back(edge.function.get());
   }
@@ -340,7 +360,7 @@ ModelTarget single_target(
 }  // namespace
 
 ModelledMeter::ModelledMeter(TrackingAllocator& tracker, const std::vector<ModelTarget>& targets)
-    : tracker_(tracker) {
+    : tracker_(tracker), serial_(last_meter_serial.fetch_add(1) + 1) {
   if (targets.empty())
     throw std::invalid_argument("an allocator model needs a card or capacity to predict for");
   bool watches = false;
@@ -373,7 +393,7 @@ ModelledMeter::~ModelledMeter() {
     watcher = nullptr;
     set_watched();
   }
-  if (capture.meter == this)
+  if (capture.meter == serial_)
     capture = AttentionCapture{};
 }
 
@@ -422,7 +442,7 @@ void ModelledMeter::on_gemm(bool inside_backward) {
       continue;
     // Kept for the life of the process, as the handle pool keeps it: never freed. Refused, it
     // is asked for again at the next GEMM, as PyTorch keeps only a workspace it got.
-    if (!serve_in_callback(*m, next_synthetic_id_--, m->target.workspace.bytes_per_handle))
+    if (!serve_in_callback(*m, synthetic_id(), m->target.workspace.bytes_per_handle))
       continue;
     taken = true;
     ++m->workspaces;
@@ -432,8 +452,10 @@ void ModelledMeter::on_gemm(bool inside_backward) {
 void ModelledMeter::on_attention_start(
     const sim::AttentionCall& call, const std::vector<int64_t>& inputs) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (capture.meter == serial_ && capture.token != 0)
+    end_attention_backward();  // a forward inside a backward window: the window is over
   capture = AttentionCapture{};
-  capture.meter = this;
+  capture.meter = serial_;
   capture.call = call;
   capture.inputs = inputs;
   capture.first_node = at::sequence_number::peek();
@@ -448,7 +470,7 @@ void ModelledMeter::on_attention_start(
 
 void ModelledMeter::on_attention_cpu_kernel(bool math) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (capture.meter != this)
+  if (!in_attention_call())
     return;
   capture.cpu_math = math;
   if (!math)
@@ -469,7 +491,7 @@ void ModelledMeter::on_attention_cpu_kernel(bool math) {
 
 void ModelledMeter::on_attention_end(const at::Tensor& output) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (capture.meter != this)
+  if (!in_attention_call())
     return;
   AttentionCapture call = std::move(capture);
   capture = AttentionCapture{};
@@ -483,7 +505,7 @@ void ModelledMeter::on_attention_end(const at::Tensor& output) {
     if (id == output_id)
       output_bytes = bytes;
   const bool hook = call.call.needs_grad && output.defined() && output.grad_fn() != nullptr;
-  const int64_t token = next_synthetic_id_--;
+  const int64_t token = synthetic_id();  // process-wide: a hook outliving this meter finds none
   AttentionBackward backward;
   backward.held.assign(models_.size(), false);
   backward.transient.resize(models_.size());
@@ -496,17 +518,13 @@ void ModelledMeter::on_attention_end(const at::Tensor& output) {
     if (output_bytes > 0)
       serve_in_callback(m, output_id, output_bytes);
     for (const int64_t bytes : plan.transient) {
-      const int64_t id = next_synthetic_id_--;
+      const int64_t id = synthetic_id();
       if (serve_in_callback(m, id, bytes))
         release(m, id);
     }
-    // A fused kernel keeps its output for backward; the CPU's math path did not.
-    std::vector<int64_t> keep = plan.saved;
-    if (call.cpu_math && plan.kernel != sim::AttentionKernel::kMath && output_bytes > 0)
-      keep.push_back(output_bytes);
     int64_t saved = 0;
-    for (const int64_t bytes : keep) {
-      const int64_t id = next_synthetic_id_--;
+    for (const int64_t bytes : plan.saved) {
+      const int64_t id = synthetic_id();
       if (serve_in_callback(m, id, bytes))
         kept.emplace_back(i, id);
       saved += bytes;
@@ -529,33 +547,38 @@ void ModelledMeter::on_attention_end(const at::Tensor& output) {
   // Its backward: from the first of the call's nodes to run to the last, what the CPU
   // allocates is held back, and the card's kernel's backward allocates instead.
   backward.kept = std::move(kept);
-  for (const uint64_t node : attention_nodes(output, call.first_node)) {
+  for (const NodeKey& node : attention_nodes(output, call.first_node)) {
     attention_node_[node] = token;
     ++backward.nodes;
   }
-  // A fused kernel keeps q, k and v for its backward; the CPU's math path kept copies, and
-  // the inputs may be freed before the backward: their frees wait for its end.
-  if (call.cpu_math)
+  // A fused kernel keeps q, k, v and its output for its backward; the CPU's math path kept
+  // copies, and these may be freed before the backward: their frees wait for its end.
+  if (call.cpu_math) {
     for (const int64_t id : call.inputs)
-      if (id != 0)
+      if (id > 0)
         attention_pinned_.emplace(id, token);
+    if (output_id > 0)
+      attention_pinned_.emplace(output_id, token);
+  }
   attention_backward_[token] = std::move(backward);
   output.grad_fn()->add_post_hook(std::make_unique<ReleaseAttention>(token));
 }
 
-void ModelledMeter::on_backward_node(uint64_t node, bool start) {
+void ModelledMeter::on_backward_node(const NodeKey& node, bool start) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = attention_node_.find(node);
   const int64_t token = found == attention_node_.end() ? 0 : found->second;
-  const bool inside = capture.meter == this && capture.token != 0;
+  const bool inside = capture.meter == serial_ && capture.token != 0;
   if (start) {
     if (inside && capture.token != token)
       end_attention_backward();  // another node: the call's backward is over
-    if (token == 0 || (capture.meter == this && capture.token == token))
+    if (token == 0 || (capture.meter == serial_ && capture.token == token))
       return;
+    if (capture.meter == serial_)
+      return;  // inside a forward call (a backward within it): left as it is
     const AttentionBackward& backward = attention_backward_.at(token);
     capture = AttentionCapture{};
-    capture.meter = this;
+    capture.meter = serial_;
     capture.token = token;
     capture.held = backward.held;
     return;
@@ -568,23 +591,26 @@ void ModelledMeter::on_backward_node(uint64_t node, bool start) {
     end_attention_backward();
 }
 
+bool ModelledMeter::in_attention_call() const {
+  return capture.meter == serial_ && capture.token == 0 && capture.plans.size() == models_.size();
+}
+
 void ModelledMeter::end_attention_backward() {
   AttentionCapture call = std::move(capture);
   capture = AttentionCapture{};
   const auto it = attention_backward_.find(call.token);
-  if (it == attention_backward_.end())
-    return;
-  AttentionBackward& backward = it->second;
-  for (size_t i = 0; i < models_.size(); ++i) {
-    if (!backward.held[i])
+  for (size_t i = 0; i < models_.size() && i < call.held.size(); ++i) {
+    if (!call.held[i])
       continue;
     Model& m = *models_[i];
-    // The card's kernel's temporaries, then the gradients the CPU's backward left live.
-    for (const int64_t bytes : backward.transient[i]) {
-      const int64_t id = next_synthetic_id_--;
-      if (serve_in_callback(m, id, bytes))
-        release(m, id);
-    }
+    // The card's kernel's temporaries (when the call is still known), then the gradients the
+    // CPU's backward left live.
+    if (it != attention_backward_.end())
+      for (const int64_t bytes : it->second.transient[i]) {
+        const int64_t id = synthetic_id();
+        if (serve_in_callback(m, id, bytes))
+          release(m, id);
+      }
     int64_t fed = 0;
     for (const auto& [id, bytes] : call.live) {
       serve_in_callback(m, id, bytes);
@@ -595,6 +621,12 @@ void ModelledMeter::end_attention_backward() {
   for (const auto& [i, id] : call.deferred)
     release(*models_[i], id);
   forget_attention(call.token);
+}
+
+void ModelledMeter::close_stale_capture() {
+  if (capture.meter == serial_ && capture.token != 0 &&
+      attention_backward_.count(capture.token) == 0)
+    end_attention_backward();  // its call was forgotten (graph gone) while the window was open
 }
 
 void ModelledMeter::forget_attention(int64_t token) {
@@ -667,6 +699,12 @@ ModelFigures ModelledMeter::figures(size_t i) const {
 void ModelledMeter::reset_peak() {
   tracker_.reset_peak();
   std::lock_guard<std::mutex> lock(mutex_);
+  // A phase begins outside any attention call: a backward window left open (a backward that
+  // stopped inside it) ends here, and a refusal not yet raised belongs to the phase that ended
+  // (its prediction says so).
+  if (capture.meter == serial_ && capture.token != 0)
+    end_attention_backward();
+  pending_oom_.clear();
   for (auto& m : models_) {
     m->allocator.reset_peak();
     m->retries_at_reset = m->allocator.stats().num_alloc_retries;
@@ -696,7 +734,8 @@ void ModelledMeter::on_alloc(int64_t id, int64_t bytes) {
     pending_oom_.clear();
     TORCH_CHECK_WITH(OutOfMemoryError, false, message);
   }
-  const bool capturing = capture.meter == this;
+  close_stale_capture();
+  const bool capturing = capture.meter == serial_ && capture.held.size() == models_.size();
   if (capturing) {  // inside an attention call: held back from the targets it replaces
     capture.live.emplace_back(id, bytes);
     capture.held_back_bytes += bytes;
@@ -717,7 +756,8 @@ void ModelledMeter::on_alloc(int64_t id, int64_t bytes) {
 
 void ModelledMeter::on_free(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const bool capturing = capture.meter == this;
+  close_stale_capture();
+  const bool capturing = capture.meter == serial_ && capture.held.size() == models_.size();
   bool held_back = false;
   if (capturing) {
     auto& live = capture.live;

@@ -40,7 +40,14 @@ GpuRules GpuRules::parse(std::string_view text) {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find(',', start), text.size());
-    const std::string_view name = text.substr(start, end - start);
+    std::string_view name = text.substr(start, end - start);
+    start = end + 1;
+    while (!name.empty() && name.front() == ' ')
+      name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ')
+      name.remove_suffix(1);
+    if (name.empty())
+      continue;  // "a, b" and a trailing comma
     if (name == "cublas_workspace")
       rules.cublas_workspace = true;
     else if (name == "sdpa_attention")
@@ -49,7 +56,6 @@ GpuRules GpuRules::parse(std::string_view text) {
       throw std::invalid_argument(
           "unknown rule \"" + std::string(name) +
           "\"; known rules: cublas_workspace, sdpa_attention (or all, none)");
-    start = end + 1;
   }
   return rules;
 }

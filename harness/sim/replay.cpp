@@ -184,6 +184,14 @@ ReplayResult replay(
         record(index, Action::kAlloc, allocator.block_address(w), workspace_bytes);
       taken = true;
       result.workspace_bytes += workspace_bytes;
+      const int64_t gap = stats.reserved_bytes.current - stats.allocated_bytes.current;
+      if (phase != nullptr && gap > phase->largest_gap_bytes) {
+        phase->largest_gap_bytes = gap;
+        if (gap > result.largest_gap_bytes) {
+          result.largest_gap_bytes = gap;
+          result.largest_gap_line = e.line;
+        }
+      }
       if (phase != nullptr && stats.requested_bytes.current > phase_peak) {
         phase_peak = stats.requested_bytes.current;
         peak_index.back() = index;

@@ -2,11 +2,14 @@
 // ModelledMeter: the CPU meter with the caching-allocator model fed as the run goes
 // (`--allocator-model cuda`, and the GoogleTest layer with a card on CPU): an emulated card
 // refuses an allocation when the CUDA caching allocator would, fragmentation included, and
-// reserved memory is reported as predicted. What only a CUDA run allocates is added where it
-// happens, by the rules of <oomguard/sim/gpu_rules.h>: a cuBLAS workspace at the first GEMM
-// of the forward and at the first GEMM of the backward (sim::cublas_workspace).
+// reserved memory is reported as predicted. What a CUDA run allocates differently is added
+// where it happens, by the rules of <oomguard/sim/gpu_rules.h>: a cuBLAS workspace at the
+// first GEMM of the forward and at the first GEMM of the backward (sim::cublas_workspace);
+// in and after scaled-dot-product attention, what the card's kernel keeps instead of what the
+// CPU's kept (sim::cuda_attention).
 // Several cards and allocator settings can be predicted side by side from one run.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -130,7 +133,9 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   // At the start and end of an autograd node's backward (`node`: its sequence number): the
   // nodes an attention call made are its backward, where the card's kernel's backward
   // allocates in place of the CPU's.
-  void on_backward_node(uint64_t node, bool start);
+  // An autograd node: the thread that made it and its sequence number on that thread.
+  using NodeKey = std::pair<uint64_t, uint64_t>;
+  void on_backward_node(const NodeKey& node, bool start);
   // The call's autograd node is gone: what the card's kernel kept is freed.
   void release_attention(int64_t token);
 
@@ -151,18 +156,22 @@ class ModelledMeter final : public Meter, public AllocationObserver {
     std::vector<std::pair<size_t, int64_t>> kept;      // the card's kept tensors: target, id
     std::vector<bool> held;                            // per target: the rule replaces its kernel
     std::vector<std::vector<int64_t>> transient;       // per target: its backward's temporaries
-    std::vector<std::pair<size_t, int64_t>> deferred;  // inputs the kernel keeps, freed: target, id
+    std::vector<std::pair<size_t, int64_t>> deferred;  // kept inputs, freed: target, id
     int nodes = 0;                                     // the call's nodes yet to run
   };
   void end_attention_backward();
+  // Ends this thread's backward window when its call is no longer known.
+  void close_stale_capture();
+  // This thread is inside an attention call's forward for this meter.
+  bool in_attention_call() const;
   // Frees what the call's kernel kept and forgets the call.
   void forget_attention(int64_t token);
 
-  std::string pending_oom_;         // the first target's refused workspace or kept tensor
-  int64_t next_synthetic_id_ = -1;  // blocks only the card allocates: below 0
+  uint64_t serial_;          // this meter among all the process made (from 1)
+  std::string pending_oom_;  // the first target's refused workspace or kept tensor
   std::unordered_map<int64_t, AttentionBackward> attention_backward_;  // by token
-  std::unordered_map<uint64_t, int64_t> attention_node_;   // node sequence number -> token
-  std::unordered_map<int64_t, int64_t> attention_pinned_;  // input's id -> token
+  std::map<NodeKey, int64_t> attention_node_;                          // node -> token
+  std::unordered_map<int64_t, int64_t> attention_pinned_;  // input's or output's id -> token
 };
 
 }  // namespace oomguard::memory
