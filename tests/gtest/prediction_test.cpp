@@ -15,6 +15,7 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <gtest/gtest-spi.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/version.h>
@@ -202,6 +203,26 @@ TEST_F(Prediction, AttentionKeepsWhatTheCardsKernelKeeps) {
     }
     EXPECT_TRUE(contains(rule->detail, "2 call(s)")) << rule->detail;
   }
+}
+
+// A backward that stops halfway through an attention call's nodes (a gradient for q alone)
+// leaves no window open: what the next phase allocates is in the prediction.
+TEST_F(Prediction, AnAttentionBackwardStoppedHalfwayHoldsNothingBack) {
+  measure("partial", [] {
+    const auto input = [] { return at::randn({2, 4, 128, 32}).requires_grad_(); };
+    const at::Tensor q = input(), k = input(), v = input();
+    const at::Tensor y = at::scaled_dot_product_attention(q, k, v, {}, 0.1, true);
+    torch::autograd::grad({y.sum()}, {q});
+  });
+  const PhaseResult idle = measure("idle", [] {});
+  const PhaseResult after =
+      measure("after", [] { const at::Tensor t = at::empty({8 << 20}, at::kByte); });
+  ASSERT_FALSE(after.predictions.empty());
+  EXPECT_GE(
+      after.predictions.front().peak_allocated_bytes -
+          idle.predictions.front().peak_allocated_bytes,
+      8 << 20)
+      << "an allocation after the stopped backward is missing from the prediction";
 }
 
 }  // namespace
