@@ -237,23 +237,13 @@ Input read_input(const std::string& path) {
 
 // Every card, then every capacity, each with every allocator setting in the order given.
 std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int version) {
-  sim::GpuRules rules;
-  try {
-    rules = sim::GpuRules::parse(args.rules);
-  } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(std::string("--rules: ") + e.what());
-  }
+  const sim::GpuRules rules = rules_option(args.rules);
   // A trace's matrix products take the card's cuBLAS workspaces; a snapshot recorded them.
-  const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
   const auto workspace = [&](int sm) {
-    if (!rules.cublas_workspace || input.snapshot)
+    if (input.snapshot)
       return sim::CublasWorkspace{};
     try {
-      return sim::cublas_workspace(
-          sm,
-          {version / 100, version % 100},
-          config != nullptr ? config : "",
-          sim::kTrainingCublasHandles);
+      return sim::cublas_workspace_rule(sm, {version / 100, version % 100}, rules);
     } catch (const std::invalid_argument& e) {
       throw run::ConfigError(e.what());
     }

@@ -238,6 +238,14 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunArgs& args) {
 
 }  // namespace
 
+sim::GpuRules rules_option(const std::string& text) {
+  try {
+    return sim::GpuRules::parse(text);
+  } catch (const std::invalid_argument& e) {
+    throw run::ConfigError(std::string("--rules: ") + e.what());
+  }
+}
+
 std::string asked_device(const std::string& option) {
   if (!option.empty())
     return option;
@@ -274,7 +282,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
     run::apply_set(overrides, s);
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
-  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, std::nullopt};
+  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, std::nullopt, {}};
   // A bad data file is a usage error too: found here, before anything runs.
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
@@ -312,6 +320,16 @@ ResolvedRun resolve_run(const RunArgs& args) {
       throw run::ConfigError(
           "--snapshot: memory.alloc_conf has expandable_segments:True, whose pages are not "
           "segments of their own; a snapshot is written for the other settings");
+    // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
+    // snapshot shows them.
+    const int sm = args.card.empty() ? memory::kDefaultModelSm
+                                     : memory::find_card(args.card).compute_capability;
+    try {
+      resolved.snapshot_workspace = sim::cublas_workspace_rule(
+          sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, rules_option(args.rules));
+    } catch (const std::invalid_argument& e) {
+      throw run::ConfigError(std::string("--snapshot: ") + e.what());
+    }
   }
   if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
     throw run::ConfigError(
@@ -322,20 +340,13 @@ ResolvedRun resolve_run(const RunArgs& args) {
         "--rules chooses the allocator model's rules; add --allocator-model cuda (or "
         "--snapshot)");
   if (args.allocator_model == "cuda") {
-    sim::GpuRules rules;
-    try {
-      rules = sim::GpuRules::parse(args.rules);
-    } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string("--rules: ") + e.what());
-    }
-    const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    const sim::GpuRules rules = rules_option(args.rules);
     try {
       resolved.model = memory::model_target(
           args.card,
           resolved.capacity_bytes,
           resolved.config.alloc_conf,
           {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-          config != nullptr ? config : "",
           rules);
     } catch (const std::invalid_argument& e) {
       throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
@@ -356,22 +367,14 @@ void write_snapshot(
   sim::DeviceLimits device = resolved.model ? resolved.model->device : sim::DeviceLimits{};
   if (device.total_bytes == 0 && resolved.capacity_bytes > 0)
     device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
-  // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
-  // snapshot shows them.
-  const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
-  const int sm =
-      args.card.empty() ? memory::kDefaultModelSm : memory::find_card(args.card).compute_capability;
-  const int64_t workspace = sim::GpuRules::parse(args.rules).cublas_workspace
-                                ? sim::cublas_workspace(
-                                      sm,
-                                      {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-                                      config != nullptr ? config : "",
-                                      sim::kTrainingCublasHandles)
-                                      .bytes_per_handle
-                                : 0;
   sim::DeviceTrace device_trace;
-  const sim::ReplayResult r =
-      sim::replay(trace, *resolved.snapshot_settings, device, nullptr, &device_trace, workspace);
+  const sim::ReplayResult r = sim::replay(
+      trace,
+      *resolved.snapshot_settings,
+      device,
+      nullptr,
+      &device_trace,
+      resolved.snapshot_workspace.bytes_per_handle);
   write_file_atomically(
       args.snapshot_file,
       sim::snapshot_pickle(

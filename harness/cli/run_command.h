@@ -45,9 +45,13 @@ struct ResolvedRun {
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
   // predicts, with its rules (cuBLAS workspaces).
   std::optional<memory::ModelTarget> model;
-  // --snapshot: the settings its replay uses (memory.alloc_conf).
+  // --snapshot: the settings its replay uses (memory.alloc_conf), and the cuBLAS workspaces
+  // it adds at the trace's gemm events (--rules).
   std::optional<sim::AllocatorSettings> snapshot_settings;
+  sim::CublasWorkspace snapshot_workspace;
 };
+// --rules (run, replay): the CPU-to-GPU rules; throws run::ConfigError naming the option.
+sim::GpuRules rules_option(const std::string& text);
 // The device asked for: `option` (--device) when given, else OOMGUARD_DEVICE, else "auto".
 std::string asked_device(const std::string& option);
 

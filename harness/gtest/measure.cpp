@@ -121,7 +121,7 @@ std::vector<Prediction> predictions(memory::MeterStack& stack) {
     const memory::ModelFigures f = model->figures(i);
     Prediction& p = out.emplace_back();
     p.card = target.card;
-    p.capacity_bytes = i == 0 ? stack.options().capacity_bytes : target.capacity_bytes;
+    p.capacity_bytes = target.capacity_bytes;
     p.alloc_conf = target.alloc_conf;
     p.label = target.label();
     p.peak_allocated_bytes = f.peak_allocated_bytes;

@@ -30,15 +30,9 @@ ModelTarget target_from_env(
     int64_t capacity_bytes,
     const std::string& alloc_conf,
     const sim::GpuRules& rules) {
-  const char* cublas = env_or_null("CUBLAS_WORKSPACE_CONFIG");
   try {
     return model_target(
-        card,
-        capacity_bytes,
-        alloc_conf,
-        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-        cublas != nullptr ? cublas : "",
-        rules);
+        card, capacity_bytes, alloc_conf, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, rules);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(what + ": " + e.what());
   }

@@ -321,7 +321,6 @@ ModelTarget model_target(
     int64_t capacity_bytes,
     const std::string& alloc_conf,
     sim::TorchVersion torch,
-    std::string_view cublas_config,
     const sim::GpuRules& rules) {
   ModelTarget t;
   t.card = card;
@@ -338,8 +337,7 @@ ModelTarget model_target(
     t.device = {capacity_bytes, capacity_bytes, 0};
   }
   t.settings = sim::AllocatorSettings::parse(alloc_conf, torch.number());
-  if (rules.cublas_workspace)
-    t.workspace = sim::cublas_workspace(t.sm, torch, cublas_config, sim::kTrainingCublasHandles);
+  t.workspace = sim::cublas_workspace_rule(t.sm, torch, rules);
   t.attention = rules.sdpa_attention;
   return t;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace oomguard::sim {
@@ -188,6 +189,13 @@ CublasWorkspace cublas_workspace(int sm, TorchVersion torch, std::string_view co
       has_large_default(sm, torch) ? 4096 * 8 * kKiB : 4096 * kKiB * 2 + 16 * kKiB * 8;
   w.why = "default for sm" + std::to_string(sm);
   return w;
+}
+
+CublasWorkspace cublas_workspace_rule(int sm, TorchVersion torch, const GpuRules& rules) {
+  if (!rules.cublas_workspace)
+    return CublasWorkspace{};
+  const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  return cublas_workspace(sm, torch, config != nullptr ? config : "", kTrainingCublasHandles);
 }
 
 std::string cublas_workspace_config_for(int emulated_sm, TorchVersion torch) {

@@ -69,7 +69,7 @@ void train_steps(benchmark::State& state, Watch watch) {
     predictor = std::make_unique<memory::ModelledMeter>(
         meter,
         std::vector<memory::ModelTarget>{
-            memory::model_target("t4", 0, "", {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, "")});
+            memory::model_target("t4", 0, "", {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR})});
   {
     at::manual_seed(0);
     models::TinyGPT model(bench_model());

@@ -47,15 +47,15 @@ struct ModelTarget {
 
 // The target for `card` (a profile name; "" for a capacity alone, modelled as a card of
 // compute capability kDefaultModelSm) or `capacity_bytes`, with allocator settings
-// `alloc_conf` as LibTorch `torch` reads them and CUBLAS_WORKSPACE_CONFIG `cublas_config`
-// ("" when unset); neither a card nor a capacity: a device without limit. Throws
-// std::invalid_argument for an unknown card, malformed settings or workspace config.
+// `alloc_conf` as LibTorch `torch` reads them and `rules` (the workspace's size from
+// CUBLAS_WORKSPACE_CONFIG where the environment sets it: sim::cublas_workspace_rule);
+// neither a card nor a capacity: a device without limit. Throws std::invalid_argument for an
+// unknown card, malformed settings or workspace config.
 ModelTarget model_target(
     const std::string& card,
     int64_t capacity_bytes,
     const std::string& alloc_conf,
     sim::TorchVersion torch,
-    std::string_view cublas_config,
     const sim::GpuRules& rules = {});
 
 // What one target predicted since the last reset_peak.

@@ -61,6 +61,11 @@ int64_t parse_cublas_workspace_config(std::string_view config);
 // sm_75) under LibTorch `torch`; `config` is CUBLAS_WORKSPACE_CONFIG ("": not set).
 CublasWorkspace cublas_workspace(int sm, TorchVersion torch, std::string_view config, int handles);
 
+// The cublas_workspace rule for a training step on a card of compute capability `sm`, with
+// CUBLAS_WORKSPACE_CONFIG as the environment sets it; none (0 bytes per handle) when `rules`
+// has it off. Throws std::invalid_argument for a malformed CUBLAS_WORKSPACE_CONFIG.
+CublasWorkspace cublas_workspace_rule(int sm, TorchVersion torch, const GpuRules& rules);
+
 // CUBLAS_WORKSPACE_CONFIG that gives a card of compute capability `sm` the default of one of
 // compute capability `emulated_sm` (":4096:2:16:8" or ":4096:8"), for emulating a card on
 // another: the real run then allocates the emulated card's workspaces.
