@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include "harness/cli/compare_command.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/plot_command.h"
 #include "harness/cli/repeat_command.h"
@@ -130,8 +131,8 @@ void add_plot_options(CLI::App& app, PlotArgs& args) {
          args.input,
          "a trace (oomguard run --trace) or a PyTorch memory snapshot, replayed through the "
          "caching-allocator model for the reserved line; a replay report (its trace, card and "
-         "settings); or a repeat summary (repeat --report): each seed's peak per phase against "
-         "its budget")
+         "settings); a repeat summary (repeat --report): each seed's peak per phase against "
+         "its budget; or a comparison (compare --report): base and head per phase")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("-o,--output", args.output, "the picture: FILE.svg, or FILE.html (the same SVG)")
@@ -152,6 +153,28 @@ void add_plot_options(CLI::App& app, PlotArgs& args) {
       "--alloc-conf",
       args.alloc_conf,
       "caching-allocator settings for the reserved line (default: none; a snapshot's own)");
+}
+
+void add_compare_options(CLI::App& app, CompareArgs& args) {
+  const char* side =
+      "a run report (run --report), a folder of GoogleTest layer reports "
+      "(OOMGUARD_REPORT_DIR), a repeat summary, a replay report, a trace (run --trace) or a "
+      "PyTorch memory snapshot";
+  app.add_option("base", args.base, std::string("the base side: ") + side)->required();
+  app.add_option("head", args.head, "the head side, of the same kind")->required();
+  app.add_option(
+      "--fail-above",
+      args.limits,
+      "exit 1 when a phase's peak allocated bytes grew by more than this: 5%, 64MiB, or "
+      "PHASE=LIMIT for one phase (repeatable; a phase's own limit wins)");
+  app.add_option(
+      "--markdown",
+      args.markdown_file,
+      "write a Markdown table here, the largest changes first, for a GitHub step summary or "
+      "pull-request comment (its first line is the marker <!-- oomguard-memory-diff -->)");
+  app.add_option("--markdown-rows", args.markdown_rows, "changes shown before the rest are folded")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--report", args.report_file, "write the comparison as JSON (oomguard.compare/1)");
 }
 
 RunArgs parse_run_args(const std::vector<std::string>& run_args) {
@@ -228,6 +251,13 @@ int main(int argc, char** argv) {
       "phases, budgets, the card, the peak and what was live at it");
   add_plot_options(*plot, plot_args);
 
+  CompareArgs compare_args;
+  auto* compare = app.add_subcommand(
+      "compare",
+      "what a change did to memory: base vs head by test, phase and tag, exact bytes; exit 1 "
+      "when a phase grew above --fail-above");
+  add_compare_options(*compare, compare_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -250,6 +280,8 @@ int main(int argc, char** argv) {
       return replay_command(replay_args);
     if (*plot)
       return plot_command(plot_args);
+    if (*compare)
+      return compare_command(compare_args);
     return merge_command(merge_args);
   } catch (const c10::Error& e) {  // before std::exception: what() carries a backtrace
     std::fprintf(stderr, "oomguard: %s\n", e.what_without_backtrace());

@@ -11,7 +11,9 @@
 #include "harness/atomic_file.h"
 #include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
+#include "harness/compare/render.h"
 #include <oomguard/memory/cards.h>
+#include "harness/plot/compare_plot.h"
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/repeat_plot.h"
 #include "harness/run/config.h"
@@ -89,6 +91,43 @@ plot::RepeatPlot repeat_plot(const nlohmann::json& doc, const std::string& path)
   if (p.seeds.empty() || p.phases.empty())
     throw run::ConfigError(path + ": the repeat summary has no run with phases to draw");
   return p;
+}
+
+// A comparison (oomguard compare --report) as bars: its largest changes first, then the
+// unchanged phases, at most kRows.
+int write_compare_plot(const nlohmann::json& doc, const PlotArgs& args, bool html) {
+  constexpr size_t kRows = 40;
+  const compare::Comparison c = compare::from_json(doc, args.input);
+  plot::ComparePlot p;
+  p.title = "oomguard: memory, base vs head";
+  p.subtitle = c.base.path + " (base) vs " + c.head.path + " (head)";
+  std::vector<const compare::PhaseChange*> rows = c.largest_changes();
+  for (const auto& phase : c.phases)
+    if (!phase.changed())
+      rows.push_back(&phase);
+  for (size_t i = 0; i < rows.size() && i < kRows; ++i) {
+    const auto& r = *rows[i];
+    const auto& d = r.peak_allocated;
+    std::string change = r.presence == compare::Presence::kBaseOnly   ? "only in base"
+                         : r.presence == compare::Presence::kHeadOnly ? "only in head"
+                         : d.bytes() == 0                             ? "no change"
+                                          : compare::signed_size(d.bytes());
+    if (r.over_limit)
+      change += " (over " + r.limit + ")";
+    const auto bar = [](int64_t v) { return v == compare::kNoFigure ? int64_t{-1} : v; };
+    p.rows.push_back({c.label(r), bar(d.base), bar(d.head), r.over_limit, change});
+  }
+  if (p.rows.empty())
+    throw run::ConfigError(args.input + ": the comparison has no phases to draw");
+  const std::string picture = plot::render_compare_svg(p);
+  write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
+  std::printf(
+      "wrote %s: %zu of %zu phases, base vs head, %.1f KiB\n",
+      args.output.c_str(),
+      p.rows.size(),
+      rows.size(),
+      static_cast<double>(picture.size()) / 1024.0);
+  return 0;
 }
 
 // The JSON document in `path` when it holds one (a report or summary), else null.
@@ -181,6 +220,8 @@ int plot_command(const PlotArgs& args) {
   }
   const nlohmann::json doc = json_document(args.input);
   const std::string schema = doc.is_object() ? doc.value("schema", "") : "";
+  if (schema == "oomguard.compare/1")
+    return write_compare_plot(doc, args, html);
   if (schema == "oomguard.repeat/1") {
     const plot::RepeatPlot p = repeat_plot(doc, args.input);
     const std::string picture = plot::render_repeat_svg(p);

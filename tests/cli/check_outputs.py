@@ -14,7 +14,8 @@ import sys
 
 SCHEMAS = pathlib.Path(__file__).resolve().parents[2] / "harness" / "schemas"
 KNOWN = {"oomguard.report/1": "report", "oomguard.repeat/1": "repeat",
-         "oomguard.replay/1": "replay", "oomguard.budgets/1": "budgets"}
+         "oomguard.replay/1": "replay", "oomguard.budgets/1": "budgets",
+         "oomguard.compare/1": "compare"}
 
 
 def check_json(paths):

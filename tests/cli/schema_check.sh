@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # schema_check.sh OOMGUARD: the schemas (harness/schemas/) are a check that can fail. A real
-# report and replay report match them; the same documents with a field renamed, a field
+# report, replay report and comparison match them; the same documents with a field renamed, a field
 # missing or an outcome that contradicts the rest do not, and check-jsonschema names the
 # field. Exit 77 (ctest: skipped) without the checkers' venv.
 set -u
@@ -13,7 +13,14 @@ trap 'rm -rf "$dir"' EXIT
 frag=$here/../sim/traces/fragmentation.jsonl
 "$cli" replay "$frag" --card t4 --report "$dir/replay.json" > /dev/null 2>&1
 "$cli" replay "$frag" --capacity 120MiB --report "$dir/replay_oom.json" > /dev/null 2>&1
-"$here/check_outputs.sh" "$dir/report.json" "$dir/replay.json" "$dir/replay_oom.json" || { echo "FAIL: real outputs rejected"; exit 1; }
+# A comparison of the report against a copy whose evaluate peak grew by 64 MiB.
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+d['phases'][1]['peak_allocated_bytes'] += 64 << 20
+json.dump(d, open(sys.argv[2], 'w'))" "$dir/report.json" "$dir/grown.json"
+"$cli" compare "$dir/report.json" "$dir/grown.json" --fail-above 5% --report "$dir/compare.json" > /dev/null 2>&1
+"$here/check_outputs.sh" "$dir/report.json" "$dir/replay.json" "$dir/replay_oom.json" "$dir/compare.json" || { echo "FAIL: real outputs rejected"; exit 1; }
 
 # name | python that breaks the document d | the error check-jsonschema must print
 cases=(
@@ -26,6 +33,11 @@ cases=(
   "replay.json|d['phases'][0]['reserved_bytes'] = d['phases'][0].pop('peak_reserved_bytes')|'peak_reserved_bytes' is a required property"
   "replay.json|d['schema'] = 'oomguard.replay/2'|none of oomguard.report/1"
   "replay_oom.json|d['oom'] = None|None is not of type 'object'"
+  "compare.json|d['outcome'] = 'changed'|False was expected"
+  "compare.json|d['phases'][1]['presence'] = 'maybe'|'maybe' is not one of"
+  "compare.json|del d['phases'][1]['tag_moves']|'tag_moves' is a required property"
+  "compare.json|d['base']['kind'] = 'summary'|'summary' is not one of"
+  "compare.json|d['phases'][1]['peak_allocated_bytes']['delta'] = '64MiB'|'64MiB' is not of type"
 )
 failed=0
 for c in "${cases[@]}"; do

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -57,6 +58,26 @@ PhaseResult allocate_phase(const std::string& name, int64_t bytes) {
   return measure(name, [bytes] {
     memory::AllocTag tag("activations");
     const at::Tensor t = at::empty({bytes}, at::kByte);
+  });
+}
+
+// Two phases for `oomguard compare` (tests/cli/compare_check.sh): with
+// OOMGUARD_LAYER_TEST_KEEP_LOGITS=1 evaluate keeps every batch's logits in a list, the
+// regression a base-vs-head comparison must name by test, phase and tag.
+TEST_F(LayerTest, TrainThenEvaluateForCompare) {
+  const bool keep = std::getenv("OOMGUARD_LAYER_TEST_KEEP_LOGITS") != nullptr;
+  measure("train", [] {
+    memory::AllocTag tag("activations");
+    const at::Tensor t = at::empty({4 * kMiB}, at::kByte);
+  });
+  std::vector<at::Tensor> kept;
+  measure("evaluate", [&] {
+    for (int batch = 0; batch < 4; ++batch) {
+      memory::AllocTag tag("logits");
+      const at::Tensor logits = at::empty({kMiB}, at::kByte);
+      if (keep)
+        kept.push_back(logits);
+    }
   });
 }
 
