@@ -244,6 +244,16 @@ Side read_replay(const json& doc, const std::string& path) {
   return side;
 }
 
+// A snapshot's frame "forward (model.py:42)" as "forward (model.py)": a change that moves
+// the line (a line added above it) is not a change of what was live.
+std::string without_line(const std::string& frame) {
+  const size_t colon = frame.rfind(':');
+  if (frame.empty() || frame.back() != ')' || colon == std::string::npos ||
+      frame.find(" (") == std::string::npos || colon < frame.rfind(" ("))
+    return frame;
+  return frame.substr(0, colon) + ")";
+}
+
 // A trace or snapshot, replayed for the reserved figure. A phase's growth: the requested
 // bytes where the next phase begins minus where it began; the last phase has none (a trace
 // does not say where it ended, and what follows it is the program's teardown).
@@ -296,8 +306,15 @@ Side read_events(const std::string& bytes, const std::string& path) {
       f.growth_bytes = g->second;
     f.status = r.oom && r.oom->phase == p.name ? "oom" : "";
     f.tags_known = true;
-    for (const auto& tag : p.live_at_peak)
-      f.live_at_peak.push_back({tag.tag, tag.bytes});
+    for (const auto& tag : p.live_at_peak) {
+      const std::string name = snapshot ? without_line(tag.tag) : tag.tag;
+      const auto same = std::find_if(
+          f.live_at_peak.begin(), f.live_at_peak.end(), [&](auto& t) { return t.tag == name; });
+      if (same == f.live_at_peak.end())
+        f.live_at_peak.push_back({name, tag.bytes});
+      else
+        same->bytes += tag.bytes;
+    }
     t.phases.push_back(std::move(f));
   }
   side.tests.push_back(std::move(t));

@@ -3,8 +3,8 @@
 # - Two folders of GoogleTest layer reports, the head's evaluate keeping every batch's logits
 #   (tests/gtest/layer_test.cpp, OOMGUARD_LAYER_TEST_KEEP_LOGITS): exit 1 naming the test, the
 #   phase, the tag and the growth; a second run of the base: exit 0, "no change".
-# - Run reports, traces and snapshots of the default run against one without the no_grad_eval
-#   guard: exit 1 naming evaluate.
+# - Run reports, traces, snapshots, replay reports and repeat summaries of the default run
+#   against one without the no_grad_eval guard: exit 1 naming evaluate.
 # - The Markdown parses as a table (markdown-it-py, as GitHub renders tables); the JSON matches
 #   harness/schemas/compare.schema.json; oomguard plot draws it (rsvg-convert renders it).
 # - Swapped kinds, other seeds and bad files: exit 2, one line naming the file, nothing written.
@@ -101,7 +101,18 @@ expect 0 "$tmp/base.pickle" "$tmp/base.pickle"
 has "outcome: no change"
 expect 0 "$tmp/base.pickle" "$tmp/head.pickle"
 has "snapshot"
-echo "ok: run reports, traces and snapshots"
+"$cli" replay "$tmp/base.jsonl" --card t4 --report "$tmp/replay-base.json" > /dev/null
+"$cli" replay "$tmp/head.jsonl" --card t4 --report "$tmp/replay-head.json" > /dev/null
+expect 1 "$tmp/replay-base.json" "$tmp/replay-head.json" --fail-above 5%
+has "over the limit 5%: t4 default evaluate +"
+"$cli" repeat -n 1 --report "$tmp/repeat-base.json" "${short[@]:0:2}" > /dev/null 2>&1
+"$cli" repeat -n 1 --report "$tmp/repeat-head.json" "${short[@]:0:2}" \
+  --disable-guard no_grad_eval > /dev/null 2>&1 || true
+expect 1 "$tmp/repeat-base.json" "$tmp/repeat-head.json" --fail-above 5%
+has "repeat (highest of 1 seeds) evaluate +"
+has "differs: run options: --set train.steps=2 -> --set train.steps=2 --disable-guard no_grad_eval"
+"$here/check_outputs.sh" "$tmp/replay-base.json" "$tmp/repeat-base.json"
+echo "ok: run reports, traces, snapshots, replay reports and repeat summaries"
 
 # Inputs that cannot be compared: exit 2, one line naming the file, nothing written.
 "$cli" run --set train.steps=2 --seed 1 --report "$tmp/run-seed1.json" > /dev/null 2>&1
