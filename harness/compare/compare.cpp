@@ -19,11 +19,47 @@ const TestFigures* find_test(const Side& side, const std::string& name) {
   return nullptr;
 }
 
-const PhaseFigures* find_phase(const TestFigures& test, const std::string& name) {
+// The `occurrence`-th phase of that name (1-based).
+const PhaseFigures* find_phase(const TestFigures& test, const std::string& name, int occurrence) {
   for (const auto& p : test.phases)
-    if (p.name == name)
+    if (p.name == name && --occurrence == 0)
       return &p;
   return nullptr;
+}
+
+// Per phase of `test`, the how-manieth of its name it is.
+std::vector<int> occurrences(const TestFigures& test) {
+  std::map<std::string, int> seen;
+  std::vector<int> n;
+  for (const auto& p : test.phases)
+    n.push_back(++seen[p.name]);
+  return n;
+}
+
+// Limits given twice for one phase (or twice without one), or naming a phase no side has.
+void check_limits(const std::vector<Limit>& limits, const Side& base, const Side& head) {
+  for (size_t i = 0; i < limits.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (limits[j].phase == limits[i].phase)
+        throw InputError(
+            "--fail-above " + limits[j].text + " and " + limits[i].text + ": two limits for " +
+            (limits[i].phase.empty() ? std::string("every phase") : limits[i].phase));
+    if (limits[i].phase.empty())
+      continue;
+    std::string names;
+    bool found = false;
+    for (const Side* side : {&base, &head})
+      for (const auto& t : side->tests)
+        for (const auto& p : t.phases) {
+          found = found || p.name == limits[i].phase;
+          if (names.find(" " + p.name + ",") == std::string::npos)
+            names += " " + p.name + ",";
+        }
+    if (!found)
+      throw InputError(
+          "--fail-above " + limits[i].text + ": no phase " + limits[i].phase +
+          " on either side (phases:" + names.substr(0, names.size() - 1) + ")");
+  }
 }
 
 std::string value_of(const Facts& facts, const std::string& key) {
@@ -116,10 +152,12 @@ void hold_to_limit(PhaseChange& p, const std::vector<Limit>& limits) {
 }
 
 // A phase on one side only: its figures on that side, -1 on the other.
-PhaseChange one_sided(const std::string& test, const PhaseFigures& p, Presence presence) {
+PhaseChange one_sided(
+    const std::string& test, const PhaseFigures& p, int occurrence, Presence presence) {
   PhaseChange c;
   c.test = test;
   c.phase = p.name;
+  c.occurrence = occurrence;
   c.presence = presence;
   const bool base = presence == Presence::kBaseOnly;
   const auto side = [base](int64_t v) { return base ? Delta{v, kNoFigure} : Delta{kNoFigure, v}; };
@@ -147,6 +185,10 @@ double Delta::percent() const {
   if (base == 0)
     return std::numeric_limits<double>::infinity();
   return 100.0 * static_cast<double>(head - base) / std::abs(static_cast<double>(base));
+}
+
+std::string PhaseChange::phase_label() const {
+  return occurrence == 1 ? phase : phase + " (" + std::to_string(occurrence) + ")";
 }
 
 bool PhaseChange::changed() const {
@@ -207,7 +249,7 @@ std::vector<const PhaseChange*> Comparison::over_limit() const {
 std::string Comparison::label(const PhaseChange& p) const {
   const bool one_run = base.kind == InputKind::kRunReport || base.kind == InputKind::kTrace ||
                        base.kind == InputKind::kSnapshot;
-  return one_run ? p.phase : p.test + " " + p.phase;
+  return one_run ? p.phase_label() : p.test + " " + p.phase_label();
 }
 
 std::vector<const PhaseChange*> Comparison::largest_changes() const {
@@ -236,6 +278,7 @@ Comparison compare(const Side& base, const Side& head, const std::vector<Limit>&
     throw InputError(
         "base " + base.path + " is a " + kind_words(base.kind) + ", head " + head.path + " a " +
         kind_words(head.kind) + ": compare two of the same kind");
+  check_limits(limits, base, head);
   for (const auto& bt : base.tests) {
     const TestFigures* ht = find_test(head, bt.name);
     if (ht == nullptr) {
@@ -246,15 +289,18 @@ Comparison compare(const Side& base, const Side& head, const std::vector<Limit>&
     if (c.conditions.empty())
       c.conditions = bt.conditions;
     note_context(bt, *ht, c);
-    for (const auto& bp : bt.phases) {
-      const PhaseFigures* hp = find_phase(*ht, bp.name);
+    const std::vector<int> base_n = occurrences(bt), head_n = occurrences(*ht);
+    for (size_t i = 0; i < bt.phases.size(); ++i) {
+      const PhaseFigures& bp = bt.phases[i];
+      const PhaseFigures* hp = find_phase(*ht, bp.name, base_n[i]);
       if (hp == nullptr) {
-        c.phases.push_back(one_sided(bt.name, bp, Presence::kBaseOnly));
+        c.phases.push_back(one_sided(bt.name, bp, base_n[i], Presence::kBaseOnly));
         continue;
       }
       PhaseChange p;
       p.test = bt.name;
       p.phase = bp.name;
+      p.occurrence = base_n[i];
       p.base_status = bp.status;
       p.head_status = hp->status;
       p.peak_allocated = delta_of(bp.peak_allocated_bytes, hp->peak_allocated_bytes);
@@ -267,13 +313,20 @@ Comparison compare(const Side& base, const Side& head, const std::vector<Limit>&
       hold_to_limit(p, limits);
       c.phases.push_back(std::move(p));
     }
-    for (const auto& hp : ht->phases)
-      if (find_phase(bt, hp.name) == nullptr)
-        c.phases.push_back(one_sided(bt.name, hp, Presence::kHeadOnly));
+    for (size_t i = 0; i < ht->phases.size(); ++i)
+      if (find_phase(bt, ht->phases[i].name, head_n[i]) == nullptr)
+        c.phases.push_back(one_sided(bt.name, ht->phases[i], head_n[i], Presence::kHeadOnly));
   }
   for (const auto& ht : head.tests)
     if (find_test(base, ht.name) == nullptr)
       c.tests_only_in_head.push_back(ht.name);
+  if (base.kind == InputKind::kReplayReport &&
+      (!c.tests_only_in_base.empty() || !c.tests_only_in_head.empty()))
+    throw InputError(
+        "base " + base.path + " and head " + head.path + " replayed other settings (" +
+        (c.tests_only_in_base.empty() ? "" : "base: " + c.tests_only_in_base.front() + "; ") +
+        (c.tests_only_in_head.empty() ? "" : "head: " + c.tests_only_in_head.front()) +
+        "): replay both with the same --card, --capacity and --alloc-conf");
   return c;
 }
 

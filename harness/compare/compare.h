@@ -41,6 +41,7 @@ enum class Presence { kBoth, kBaseOnly, kHeadOnly };
 
 struct PhaseChange {
   std::string test, phase;
+  int occurrence = 1;  // a phase name's n-th run within its test (measure("train") twice: 1, 2)
   Presence presence = Presence::kBoth;
   std::string base_status, head_status;  // the phase's, where the input says
   Delta peak_allocated, peak_reserved, growth, budget;
@@ -50,6 +51,8 @@ struct PhaseChange {
   bool over_limit = false;
 
   bool changed() const;
+  // "train", or "train (2)" for its second run within the test.
+  std::string phase_label() const;
 };
 
 struct SideFacts {
@@ -74,8 +77,10 @@ struct Comparison {
   std::vector<const PhaseChange*> largest_changes() const;
 };
 
-// Matches `head` against `base`. Throws InputError when they cannot be compared: different
-// kinds, or a test measured under different conditions (seed, card, allocator settings, ...).
+// Matches `head` against `base`, a phase by its name and how many times that name ran before
+// it in the test. Throws InputError when they cannot be compared: different kinds, a test
+// measured under different conditions (seed, card, allocator settings, ...), replays of other
+// settings, or a limit naming a phase neither side has (or given twice).
 Comparison compare(const Side& base, const Side& head, const std::vector<Limit>& limits);
 
 }  // namespace oomguard::compare

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "harness/xml_text.h"
 #include <oomguard/memory/sizes.h>
 
 namespace oomguard::compare {
@@ -39,22 +40,50 @@ std::string delta_text(const Delta& d) {
   return d.known() ? signed_size(d.bytes()) : "";
 }
 
-// "mixer +64MiB, (untagged) +1MiB": the largest movers of what was live at the peak.
-std::string movers(const PhaseChange& p, size_t most, bool code) {
+// How a name is written: as it is (console), or as Markdown code in a table cell or in text.
+enum class Style { kPlain, kTableCode, kTextCode };
+
+// `text` as Markdown code: backticks become quotes (a code span cannot hold its own fence);
+// in a table cell a | must be escaped even there (GFM), outside one it must not.
+std::string code(const std::string& text, Style style) {
+  if (style == Style::kPlain)
+    return text;
+  std::string out = "`";
+  for (char ch : text)
+    out += ch == '`'                                 ? std::string("'")
+           : ch == '|' && style == Style::kTableCode ? std::string("\\|")
+           : ch == '\n'                              ? std::string(" ")
+                                                     : std::string(1, ch);
+  return out + "`";
+}
+
+// "mixer +64MiB, (untagged) +1MiB": the largest movers of what was live at the peak; with
+// `sign` 1 (-1) only those that grew (shrank).
+std::string movers(const PhaseChange& p, size_t most, Style style, int sign = 0) {
   if (!p.tags_known)
     return "";
   std::string out;
-  for (size_t i = 0; i < p.tag_moves.size() && i < most; ++i) {
-    const auto& m = p.tag_moves[i];
-    std::string tag = m.tag;
-    if (code) {
-      for (char& ch : tag)
-        ch = ch == '`' ? '\'' : ch;
-      tag = "`" + tag + "`";
-    }
-    out += (i ? ", " : "") + tag + " " + signed_size(m.delta());
+  size_t named = 0;
+  for (const auto& m : p.tag_moves) {
+    if (named == most)
+      break;
+    if (sign * m.delta() < 0)
+      continue;
+    out += (named++ ? ", " : "") + code(m.tag, style) + " " + signed_size(m.delta());
   }
   return out;
+}
+
+// What grew most in a phase that grew: " (TAG +SIZE)" for the verdict lines.
+std::string lead_mover(const PhaseChange& p, Style style) {
+  const std::string m = movers(p, 1, style, p.peak_allocated.bytes() >= 0 ? 1 : -1);
+  return m.empty() ? "" : ": " + m;
+}
+
+// Left-aligned in `width` columns (longer text is kept whole).
+std::string pad(const std::string& text, size_t width, bool right = false) {
+  const std::string fill(text.size() < width ? width - text.size() : 0, ' ');
+  return right ? fill + text : text + fill;
 }
 
 std::string verdict(const Comparison& c) {
@@ -65,8 +94,13 @@ std::string verdict(const Comparison& c) {
   if (!c.changed())
     return "no change";
   const auto changed = c.largest_changes().size();
-  return std::to_string(changed) + (changed == 1 ? " phase" : " phases") + " changed" +
-         (c.limits.empty() ? "" : ", none over the limit");
+  std::string v = std::to_string(changed) + (changed == 1 ? " phase" : " phases") + " changed";
+  for (const auto& [list, where] :
+       {std::pair{&c.tests_only_in_base, " only in base"},
+        std::pair{&c.tests_only_in_head, " only in head"}})
+    if (!list->empty())
+      v += ", " + std::to_string(list->size()) + (list->size() == 1 ? " test" : " tests") + where;
+  return v + (c.limits.empty() ? "" : ", none over the limit");
 }
 
 std::string limits_text(const Comparison& c) {
@@ -95,30 +129,40 @@ std::string presence_text(const PhaseChange& p) {
 
 // ---- Markdown -----------------------------------------------------------------------------
 
-std::string cell(std::string text) {
+// Plain text for Markdown: HTML's special characters escaped (as in XML), one line; in a
+// table cell the | escaped too.
+std::string text_md(const std::string& text, bool in_table = false) {
   std::string out;
-  for (char ch : text) {
-    if (ch == '|')
-      out += "\\|";
-    else if (ch == '\n')
+  for (char ch : xml_escape(text)) {
+    if (ch == '\n' || ch == '\r')
       out += ' ';
+    else if (ch == '|' && in_table)
+      out += "\\|";
     else
       out += ch;
   }
   return out;
 }
 
+std::string cell(const std::string& text) {
+  return text_md(text, /*in_table=*/true);
+}
+
 std::string markdown_table(const std::vector<const PhaseChange*>& rows) {
   std::string t =
-      "| | test | phase | peak allocated | Δ | Δ% | reserved | growth Δ | live at the peak: "
-      "largest "
-      "changes |\n|---|---|---|---:|---:|---:|---:|---:|---|\n";
+      "| | test | phase | peak allocated | Δ | Δ% | reserved | growth Δ | live at the peak: largest"
+      " changes |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---|\n";
   for (const PhaseChange* p : rows) {
-    const std::string mark = p->over_limit ? "**over " + p->limit + "**" : presence_text(*p);
-    t += "| " + cell(mark) + " | " + cell(p->test) + " | " + cell(p->phase) + " | " +
-         cell(from_to(p->peak_allocated, "→")) + " | " + delta_text(p->peak_allocated) + " | " +
-         percent_text(p->peak_allocated) + " | " + cell(from_to(p->peak_reserved, "→")) + " | " +
-         delta_text(p->growth) + " | " + cell(movers(*p, 3, true)) + " |\n";
+    const std::string presence = presence_text(*p);
+    const std::string mark = !p->over_limit     ? presence
+                             : presence.empty() ? "**over " + p->limit + "**"
+                                                : "**over " + p->limit + "**, " + presence;
+    t += "| " + cell(mark) + " | " + code(p->test, Style::kTableCode) + " | " +
+         code(p->phase_label(), Style::kTableCode) + " | " + cell(from_to(p->peak_allocated, "→")) +
+         " | " + delta_text(p->peak_allocated) + " | " + percent_text(p->peak_allocated) + " | " +
+         cell(from_to(p->peak_reserved, "→")) + " | " + delta_text(p->growth) + " | " +
+         movers(*p, 3, Style::kTableCode) + " |\n";
   }
   return t;
 }
@@ -154,43 +198,39 @@ std::string signed_size(int64_t bytes) {
 
 std::string render_text(const Comparison& c) {
   std::string out = "oomguard compare: base " + c.base.path + ", head " + c.head.path + " (" +
-                    kind_words(c.base.kind) + "s)\n";
+                    kind_plural(c.base.kind) + ")\n";
   if (!c.conditions.empty())
     out += "measured under: " + facts_text(c.conditions) + "\n";
   for (const auto& n : c.notes)
     out += "differs: " + n + "\n";
   const auto rows = c.largest_changes();
   if (!rows.empty()) {
-    char line[512];
-    std::snprintf(
-        line,
-        sizeof line,
-        "%-30s %-10s %24s %11s %8s %24s %11s  %s\n",
-        "test",
-        "phase",
-        "peak allocated",
-        "delta",
-        "delta%",
-        "reserved",
-        "growth",
-        "live at the peak");
-    out += line;
-    for (const PhaseChange* p : rows) {
-      std::snprintf(
-          line,
-          sizeof line,
-          "%-30s %-10s %24s %11s %8s %24s %11s  %s",
-          p->test.c_str(),
-          p->phase.c_str(),
-          from_to(p->peak_allocated, "->").c_str(),
-          delta_text(p->peak_allocated).c_str(),
-          percent_text(p->peak_allocated).c_str(),
-          from_to(p->peak_reserved, "->").c_str(),
-          delta_text(p->growth).c_str(),
-          movers(*p, 3, false).c_str());
-      out += line;
-      const std::string presence = presence_text(*p);
-      out += presence.empty() ? "\n" : "  [" + presence + "]\n";
+    // Columns as wide as their longest entry, so that nothing is cut.
+    std::vector<std::vector<std::string>> table = {
+        {"test", "phase", "peak allocated", "delta", "delta%", "reserved", "growth"}};
+    for (const PhaseChange* p : rows)
+      table.push_back(
+          {p->test,
+           p->phase_label(),
+           from_to(p->peak_allocated, "->"),
+           delta_text(p->peak_allocated),
+           percent_text(p->peak_allocated),
+           from_to(p->peak_reserved, "->"),
+           delta_text(p->growth)});
+    std::vector<size_t> width(table[0].size(), 0);
+    for (const auto& row : table)
+      for (size_t i = 0; i < row.size(); ++i)
+        width[i] = std::max(width[i], row[i].size());
+    for (size_t r = 0; r < table.size(); ++r) {
+      for (size_t i = 0; i < table[r].size(); ++i)
+        out += pad(table[r][i], width[i], /*right=*/i >= 2) + "  ";
+      if (r == 0) {
+        out += "live at the peak\n";
+        continue;
+      }
+      const PhaseChange& p = *rows[r - 1];
+      const std::string presence = presence_text(p);
+      out += movers(p, 3, Style::kPlain) + (presence.empty() ? "" : "  [" + presence + "]") + "\n";
     }
   }
   for (const auto& t : c.tests_only_in_base)
@@ -199,8 +239,7 @@ std::string render_text(const Comparison& c) {
     out += "only in head: " + t + "\n";
   for (const PhaseChange* p : c.over_limit())
     out += "over the limit " + p->limit + ": " + c.label(*p) + " " + delta_text(p->peak_allocated) +
-           " (" + percent_text(p->peak_allocated) + ")" +
-           (p->tag_moves.empty() ? "" : ": " + movers(*p, 1, false)) + "\n";
+           " (" + percent_text(p->peak_allocated) + ")" + lead_mover(*p, Style::kPlain) + "\n";
   return out + "outcome: " + verdict(c) + "\n";
 }
 
@@ -209,10 +248,10 @@ std::string render_markdown(const Comparison& c, size_t shown) {
   const auto over = c.over_limit();
   md += "**" + verdict(c) + "**";
   if (!c.limits.empty())
-    md += " (limit " + cell(limits_text(c)) + ", peak allocated)";
+    md += " (limit " + text_md(limits_text(c)) + ", peak allocated)";
   for (const PhaseChange* p : over)
-    md += "; " + cell(c.label(*p)) + " " + delta_text(p->peak_allocated) +
-          (p->tag_moves.empty() ? "" : " (" + cell(movers(*p, 1, true)) + ")");
+    md += "; " + code(c.label(*p), Style::kTextCode) + " " + delta_text(p->peak_allocated) +
+          lead_mover(*p, Style::kTextCode);
   md += "\n\n";
   const auto rows = c.largest_changes();
   if (!rows.empty()) {
@@ -229,17 +268,18 @@ std::string render_markdown(const Comparison& c, size_t shown) {
             " unchanged.\n";
   }
   for (const auto& t : c.tests_only_in_base)
-    md += "\n- only in base: `" + cell(t) + "`";
+    md += "\n- only in base: " + code(t, Style::kTextCode);
   for (const auto& t : c.tests_only_in_head)
-    md += "\n- only in head: `" + cell(t) + "`";
+    md += "\n- only in head: " + code(t, Style::kTextCode);
   if (!c.tests_only_in_base.empty() || !c.tests_only_in_head.empty())
     md += "\n";
-  md += "\n<sub>" + std::string(kind_words(c.base.kind)) + "s `" + cell(c.base.path) +
-        "` (base) and `" + cell(c.head.path) + "` (head)";
+  md += "\n<sub>" + std::string(kind_plural(c.base.kind)) + " " +
+        code(c.base.path, Style::kTextCode) + " (base) and " + code(c.head.path, Style::kTextCode) +
+        " (head)";
   if (!c.conditions.empty())
-    md += "; measured under " + cell(facts_text(c.conditions));
+    md += "; measured under " + text_md(facts_text(c.conditions));
   for (const auto& n : c.notes)
-    md += "; differs: " + cell(n);
+    md += "; differs: " + text_md(n);
   return md + ". Exact bytes: the figures are deterministic for a seed.</sub>\n";
 }
 
@@ -256,6 +296,7 @@ json to_json(const Comparison& c) {
     phases.push_back(
         {{"test", p.test},
          {"phase", p.phase},
+         {"occurrence", p.occurrence},
          {"presence", presence_key(p.presence)},
          {"base_status", text_or_null(p.base_status)},
          {"head_status", text_or_null(p.head_status)},
@@ -299,17 +340,11 @@ Comparison from_json(const json& doc, const std::string& source) {
   if (!doc.is_object() || doc.value("schema", "") != "oomguard.compare/1")
     throw InputError(source + ": not a comparison (oomguard.compare/1)");
   const auto kind_of = [&](const json& side) {
+    InputKind kind;
     const auto key = side.at("kind").get<std::string>();
-    for (auto k :
-         {InputKind::kRunReport,
-          InputKind::kTestReports,
-          InputKind::kRepeatSummary,
-          InputKind::kReplayReport,
-          InputKind::kTrace,
-          InputKind::kSnapshot})
-      if (key == kind_key(k))
-        return k;
-    throw InputError(source + ": unknown kind " + key);
+    if (!kind_from_key(key, kind))
+      throw InputError(source + ": unknown kind " + key);
+    return kind;
   };
   const auto text = [](const json& v) {
     return v.is_null() ? std::string() : v.get<std::string>();
@@ -331,7 +366,10 @@ Comparison from_json(const json& doc, const std::string& source) {
       PhaseChange p;
       p.test = j.at("test").get<std::string>();
       p.phase = j.at("phase").get<std::string>();
+      p.occurrence = j.at("occurrence").get<int>();
       const auto presence = j.at("presence").get<std::string>();
+      if (presence != "both" && presence != "base_only" && presence != "head_only")
+        throw InputError(source + ": unknown presence " + presence);
       p.presence = presence == "base_only"   ? Presence::kBaseOnly
                    : presence == "head_only" ? Presence::kHeadOnly
                                              : Presence::kBoth;

@@ -1,6 +1,7 @@
 #include "harness/compare/sides.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/repeat/summary.h"
 #include "harness/sim/pickle.h"
 #include <oomguard/memory/sizes.h>
 #include <oomguard/sim/allocator_settings.h>
@@ -25,16 +27,23 @@ using nlohmann::json;
 constexpr const char* kReport = "oomguard.report/1";
 constexpr const char* kRepeat = "oomguard.repeat/1";
 constexpr const char* kReplay = "oomguard.replay/1";
+constexpr int64_t kLargestBytes = int64_t{1} << 62;  // far above any card, far below overflow
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw InputError(path + ": " + what);
 }
 
 std::string read_bytes(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    bad(path, "not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     bad(path, "cannot be opened");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad())
+    bad(path, "cannot be read");
+  return bytes;
 }
 
 // A JSON value as a short string: strings bare, null as "none", the rest as JSON.
@@ -56,73 +65,123 @@ void flatten(const json& doc, const std::string& prefix, Facts& out) {
   out.emplace_back(prefix, text_of(doc));
 }
 
-std::string capacity_text(const json& v) {
-  return v.is_number_integer() ? memory::format_size(v.get<int64_t>()) : text_of(v);
-}
+// The fields of one input file, each checked for its type; errors name the file and field.
+class Fields {
+ public:
+  explicit Fields(std::string path) : path_(std::move(path)) {}
 
-int64_t bytes_or_unknown(const json& phase, const char* key) {
-  const auto it = phase.find(key);
-  return it == phase.end() || it->is_null() ? kNoFigure : it->get<int64_t>();
-}
+  const json& at(const json& j, const char* key, const std::string& where) const {
+    if (!j.is_object())
+      bad(path_, where + " is not an object");
+    const auto it = j.find(key);
+    if (it == j.end())
+      bad(path_, where + " has no \"" + key + "\"");
+    return *it;
+  }
+  const json& array(const json& j, const char* key, const std::string& where) const {
+    const json& v = at(j, key, where);
+    if (!v.is_array())
+      bad(path_, where + "." + key + " is not a list");
+    return v;
+  }
+  std::string text(const json& j, const char* key, const std::string& where) const {
+    const json& v = at(j, key, where);
+    if (!v.is_string())
+      bad(path_, where + "." + key + " is not a string");
+    return v.get<std::string>();
+  }
+  // Bytes: an integer within +-2^62 (growth may be negative); null or absent when `optional`.
+  int64_t bytes(const json& j, const char* key, const std::string& where, bool optional) const {
+    if (optional && (!j.contains(key) || j[key].is_null()))
+      return kNoFigure;
+    const json& v = at(j, key, where);
+    const bool fits = v.is_number_integer() &&
+                      (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{kLargestBytes}
+                                              : std::llabs(v.get<int64_t>()) <= kLargestBytes);
+    if (!fits)
+      bad(path_, where + "." + key + " is not a byte count: " + v.dump());
+    return v.get<int64_t>();
+  }
+  // An object that may be absent or null (device_info, config, guards); anything else is bad.
+  json object(const json& j, const char* key, const std::string& where) const {
+    if (!j.contains(key) || j[key].is_null())
+      return json::object();
+    if (!j[key].is_object())
+      bad(path_, where + "." + key + " is not an object");
+    return j[key];
+  }
+
+ private:
+  std::string path_;
+};
 
 // A report's phases (oomguard.report/1: the smoke run's and a test's alike).
-std::vector<PhaseFigures> report_phases(const json& doc) {
+std::vector<PhaseFigures> report_phases(const json& doc, const Fields& f) {
   std::vector<PhaseFigures> phases;
-  for (const auto& p : doc.at("phases")) {
-    PhaseFigures f;
-    f.name = p.at("name").get<std::string>();
-    f.peak_allocated_bytes = p.at("peak_allocated_bytes").get<int64_t>();
-    f.peak_reserved_bytes = bytes_or_unknown(p, "peak_reserved_bytes");
-    const int64_t start = bytes_or_unknown(p, "start_allocated_bytes");
-    const int64_t end = bytes_or_unknown(p, "end_allocated_bytes");
-    f.growth_bytes = start != kNoFigure && end != kNoFigure ? end - start : kNoFigure;
-    f.budget_bytes = bytes_or_unknown(p, "budget_bytes");
-    f.status = p.value("status", "");
-    const auto live = p.find("live_at_peak");
-    f.tags_known = live != p.end() && live->is_array();
-    if (f.tags_known)
-      for (const auto& t : *live)
-        f.live_at_peak.push_back({t.at("tag").get<std::string>(), t.at("bytes").get<int64_t>()});
-    phases.push_back(std::move(f));
+  for (const auto& p : f.array(doc, "phases", "the report")) {
+    PhaseFigures ph;
+    ph.name = f.text(p, "name", "a phase");
+    const std::string where = "phase " + ph.name;
+    ph.peak_allocated_bytes = f.bytes(p, "peak_allocated_bytes", where, false);
+    ph.peak_reserved_bytes = f.bytes(p, "peak_reserved_bytes", where, true);
+    const int64_t start = f.bytes(p, "start_allocated_bytes", where, true);
+    const int64_t end = f.bytes(p, "end_allocated_bytes", where, true);
+    ph.growth_bytes = start != kNoFigure && end != kNoFigure ? end - start : kNoFigure;
+    ph.budget_bytes = f.bytes(p, "budget_bytes", where, true);
+    ph.status = p.contains("status") ? f.text(p, "status", where) : "";
+    const json live = p.value("live_at_peak", json());
+    if (!live.is_null() && !live.is_array())
+      f.array(p, "live_at_peak", where);  // names what is wrong
+    ph.tags_known = live.is_array();
+    for (const auto& t : ph.tags_known ? live : json::array())
+      ph.live_at_peak.push_back(
+          {f.text(t, "tag", where + " live_at_peak"),
+           f.bytes(t, "bytes", where + " live_at_peak", false)});
+    phases.push_back(std::move(ph));
   }
   return phases;
 }
 
 // What a report's figures depend on, and what they may differ in.
-TestFigures report_test(const json& doc, std::string name) {
+TestFigures report_test(const json& doc, std::string name, const Fields& f) {
   TestFigures t;
   t.name = std::move(name);
-  const json info = doc.value("device_info", json::object());
+  const json info = f.object(doc, "device_info", "the report");
   const auto info_text = [&](const char* key) {
     return info.contains(key) ? text_of(info[key]) : std::string("none");
   };
+  const int64_t capacity = f.bytes(doc, "capacity_bytes", "the report", true);
   t.conditions = {
-      {"seed", text_of(doc.at("seed"))},
-      {"device", text_of(doc.at("device"))},
+      {"seed", text_of(f.at(doc, "seed", "the report"))},
+      {"device", text_of(f.at(doc, "device", "the report"))},
       {"card", info_text("emulated_card")},
-      {"capacity", capacity_text(doc.value("capacity_bytes", json()))},
+      {"capacity", capacity == kNoFigure ? "none" : memory::format_size(capacity)},
       {"allocator settings", info_text("alloc_conf")},
       {"allocator model", info_text("allocator_model")},
       {"model rules", info_text("model_rules")}};
   t.context.emplace_back("LibTorch", text_of(doc.value("torch_version", json())));
   // The config holds the guards too; a test's report has neither.
-  flatten(doc.value("config", json::object()), "", t.context);
+  flatten(f.object(doc, "config", "the report"), "", t.context);
   Facts guards;
-  flatten(doc.value("guards", json::object()), "guards", guards);
+  flatten(f.object(doc, "guards", "the report"), "guards", guards);
   for (auto& g : guards)
     if (std::none_of(
-            t.context.begin(), t.context.end(), [&](const auto& f) { return f.first == g.first; }))
+            t.context.begin(), t.context.end(), [&](const auto& c) { return c.first == g.first; }))
       t.context.push_back(std::move(g));
-  t.phases = report_phases(doc);
+  t.phases = report_phases(doc, f);
   return t;
+}
+
+std::string schema_of(const json& doc) {
+  const auto it = doc.is_object() ? doc.find("schema") : doc.end();
+  return doc.is_object() && it != doc.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 // The report's schema, checked against the one expected of this kind of side.
 void expect_schema(const json& doc, const std::string& path, const std::string& family) {
-  const auto schema = doc.find("schema");
-  if (!doc.is_object() || schema == doc.end() || !schema->is_string())
+  const std::string s = schema_of(doc);
+  if (s.empty())
     bad(path, "not an oomguard report, summary or replay report (no \"schema\")");
-  const auto s = schema->get<std::string>();
   if (s == family)
     return;
   if (s.rfind(family.substr(0, family.find('/') + 1), 0) == 0)
@@ -147,98 +206,129 @@ bool is_trace(const std::string& bytes) {
   return line.is_object() && line.contains("op");
 }
 
-// A folder of GoogleTest layer reports: `<Suite.Name>.json` whose test is that name.
+// A folder of GoogleTest layer reports: `<Suite.Name>.json` whose test is that name. Other
+// oomguard files there (the budgets file, a comparison) are skipped; foreign JSON is not.
 Side read_folder(const std::string& path) {
   Side side{path, InputKind::kTestReports, {}};
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(path, ec))
-    if (entry.path().extension() == ".json")
+    if (entry.path().extension() == ".json" && entry.is_regular_file())
       files.push_back(entry.path());
   if (ec)
     bad(path, "cannot be listed: " + ec.message());
   std::sort(files.begin(), files.end());
   for (const auto& file : files) {
     const json doc = parse_json(read_bytes(file.string()), file.string());
-    if (!doc.is_object() || doc.value("schema", "").rfind("oomguard.report/", 0) != 0)
-      continue;  // the budgets file, a summary: not a test's report
+    const std::string schema = schema_of(doc);
+    if (schema.rfind("oomguard.", 0) == 0 && schema.rfind("oomguard.report/", 0) != 0)
+      continue;  // the budgets file, a summary, a comparison: not a test's report
     expect_schema(doc, file.string(), kReport);
-    const auto test = doc.find("test");
-    if (test == doc.end() || !test->is_object())
+    if (!doc.contains("test"))
       continue;  // a run report beside the tests' ones
-    try {
-      const auto name = test->at("name").get<std::string>();
-      if (name + ".json" != file.filename().string())
-        continue;  // a per-seed copy: the folder's <Suite.Name>.json is the test's latest run
-      side.tests.push_back(report_test(doc, name));
-    } catch (const json::exception& e) {
-      bad(file.string(), std::string("a field is missing or of the wrong type: ") + e.what());
-    }
+    const Fields f(file.string());
+    const auto name = f.text(f.at(doc, "test", "the report"), "name", "test");
+    if (name + ".json" != file.filename().string())
+      continue;  // a per-seed copy: the folder's <Suite.Name>.json is the test's latest run
+    side.tests.push_back(report_test(doc, name, f));
   }
   if (side.tests.empty())
     bad(path, "no test reports in this folder (<Suite.Name>.json files of OOMGUARD_REPORT_DIR)");
   return side;
 }
 
-// A repeat summary: per phase the highest peak of any seed (its statistics).
-Side read_summary(const json& doc, const std::string& path) {
-  Side side{path, InputKind::kRepeatSummary, {}};
-  TestFigures t;
-  const json& plan = doc.at("plan");
-  const json& stats = doc.at("statistics");
-  t.name = "repeat (highest of " + text_of(stats.at("runs")) + " seeds)";
-  t.conditions = {
-      {"seeds from", text_of(plan.at("seed_start"))},
-      {"runs", text_of(plan.at("runs"))},
-      {"shard", text_of(plan.at("shard_index")) + "/" + text_of(plan.at("shard_count"))}};
-  std::string args;
-  for (const auto& a : plan.at("run_args"))
-    args += (args.empty() ? "" : " ") + a.get<std::string>();
-  t.context.emplace_back("run options", args.empty() ? "none" : args);
-  std::map<std::string, int64_t> budgets;
-  for (const auto& it : doc.at("iterations"))
-    for (const auto& p : it.at("phases"))
-      budgets.emplace(p.at("name").get<std::string>(), p.at("budget_bytes").get<int64_t>());
-  for (const auto& p : stats.at("peaks")) {
-    PhaseFigures f;
-    f.name = p.at("phase").get<std::string>();
-    f.peak_allocated_bytes = p.at("max_bytes").get<int64_t>();
-    const auto budget = budgets.find(f.name);
-    f.budget_bytes = budget == budgets.end() ? kNoFigure : budget->second;
-    t.phases.push_back(std::move(f));
+// The options of a repeat's runs that change what its figures mean (the card, the device,
+// the allocator model and its settings): conditions; the rest (guards, --set) context.
+void split_run_options(const std::vector<std::string>& args, TestFigures& t) {
+  static const char* const kConditions[] = {
+      "--card", "--capacity", "--device", "--allocator-model", "--rules", "--config"};
+  std::map<std::string, std::string> found;
+  std::string rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const size_t eq = a.find('=');
+    const std::string option = a.substr(0, eq);
+    const bool named = std::any_of(
+        std::begin(kConditions), std::end(kConditions), [&](auto c) { return option == c; });
+    if (named && eq != std::string::npos) {
+      found[option] = a.substr(eq + 1);
+    } else if (named && i + 1 < args.size()) {
+      found[option] = args[++i];
+    } else {
+      rest += (rest.empty() ? "" : " ") + a;
+    }
   }
-  side.tests.push_back(std::move(t));
-  return side;
+  for (const char* c : kConditions)
+    t.conditions.emplace_back(c, found.count(c) ? found[c] : "none");
+  t.context.emplace_back("run options", rest.empty() ? "none" : rest);
 }
 
-// A replay report: one test per setting; the first has its phases, the others the whole
-// trace as one phase (the report keeps per-phase figures of the first setting only).
+// A repeat summary: per phase the highest peak of any seed.
+Side read_summary(const json& doc, const std::string& path) {
+  repeat::Summary s;
+  try {
+    s = repeat::summary_from_json(doc);
+  } catch (const std::exception& e) {  // invalid_argument naming the field; json's own errors
+    bad(path, std::string("not a repeat summary: ") + e.what());
+  }
+  TestFigures t;
+  t.name = "repeat";
+  t.conditions = {
+      {"seeds", std::to_string(s.plan.seed_start) + " + " + std::to_string(s.plan.runs)},
+      {"shard", std::to_string(s.plan.shard_index) + "/" + std::to_string(s.plan.shard_count)},
+      {"runs finished", std::to_string(s.iterations.size())}};
+  split_run_options(s.plan.run_args, t);
+  for (const auto& it : s.iterations)
+    for (const auto& p : it.phases) {
+      auto ph = std::find_if(t.phases.begin(), t.phases.end(), [&](const PhaseFigures& x) {
+        return x.name == p.phase;
+      });
+      if (ph == t.phases.end()) {
+        ph = t.phases.insert(t.phases.end(), PhaseFigures{});
+        ph->name = p.phase;
+        ph->budget_bytes = p.budget_bytes;
+      }
+      ph->peak_allocated_bytes = std::max(ph->peak_allocated_bytes, p.peak_bytes);
+    }
+  return Side{path, InputKind::kRepeatSummary, {std::move(t)}};
+}
+
+// A replay report: one test per setting (card or capacity, allocator settings), the first
+// with its phases, the others the whole trace as one phase (the report keeps per-phase
+// figures of the first setting only). Both sides must hold the same settings.
 Side read_replay(const json& doc, const std::string& path) {
+  const Fields f(path);
   Side side{path, InputKind::kReplayReport, {}};
-  const auto figures = [](const json& s, std::string name) {
-    PhaseFigures f;
-    f.name = std::move(name);
-    f.peak_allocated_bytes = s.at("peak_allocated_bytes").get<int64_t>();
-    f.peak_reserved_bytes = s.at("peak_reserved_bytes").get<int64_t>();
-    f.status = s.value("outcome", "");
-    return f;
+  const auto figures = [&](const json& s, std::string name, const std::string& where) {
+    PhaseFigures p;
+    p.name = std::move(name);
+    p.peak_allocated_bytes = f.bytes(s, "peak_allocated_bytes", where, false);
+    p.peak_reserved_bytes = f.bytes(s, "peak_reserved_bytes", where, false);
+    p.status =
+        s.contains("outcome") && s["outcome"].is_string() ? s["outcome"].get<std::string>() : "";
+    return p;
   };
-  const json settings = doc.value("settings", json::array({doc}));
+  const json settings =
+      doc.contains("settings") ? f.array(doc, "settings", "the report") : json::array({doc});
   for (size_t i = 0; i < settings.size(); ++i) {
     const json& s = settings[i];
+    const std::string where = "setting " + std::to_string(i + 1);
+    const json& card = f.at(s, "card", where);
+    const std::string conf = f.text(s, "alloc_conf", where);
     TestFigures t;
-    t.name =
-        (s.at("card").is_null() ? text_of(s.at("capacity_bytes")) + " B"
-                                : s.at("card").get<std::string>()) +
-        " " +
-        (s.at("alloc_conf").get<std::string>().empty() ? "default"
-                                                       : s.at("alloc_conf").get<std::string>());
-    t.conditions = {{"modelled LibTorch", text_of(s.at("torch_version"))}};
+    t.name = (card.is_string() ? card.get<std::string>()
+                               : memory::format_size(f.bytes(s, "capacity_bytes", where, false))) +
+             " " + (conf.empty() ? "default" : conf);
+    t.conditions = {
+        {"setting", std::to_string(i + 1) + " of " + std::to_string(settings.size())},
+        {"modelled LibTorch", text_of(f.at(s, "torch_version", where))},
+        {"capacity", memory::format_size(f.bytes(s, "capacity_bytes", where, false))},
+        {"cuBLAS workspaces", text_of(s.value("cublas_workspace", json()))}};
     if (i == 0)
-      for (const auto& p : doc.at("phases"))
-        t.phases.push_back(figures(p, p.at("name").get<std::string>()));
+      for (const auto& p : f.array(doc, "phases", "the report"))
+        t.phases.push_back(figures(p, f.text(p, "name", "a phase"), "a phase"));
     else
-      t.phases.push_back(figures(s, "(whole trace)"));
+      t.phases.push_back(figures(s, "(whole trace)", where));
     side.tests.push_back(std::move(t));
   }
   return side;
@@ -254,9 +344,10 @@ std::string without_line(const std::string& frame) {
   return frame.substr(0, colon) + ")";
 }
 
-// A trace or snapshot, replayed for the reserved figure. A phase's growth: the requested
-// bytes where the next phase begins minus where it began; the last phase has none (a trace
-// does not say where it ended, and what follows it is the program's teardown).
+// A trace or snapshot, replayed with the default (a snapshot: its recorded) allocator settings
+// and no CPU-to-GPU rules, for the reserved figure. A phase's growth: the requested bytes
+// where the next phase begins minus where it began; the last phase has none (a trace does not
+// say where it ended, and what follows it is the program's teardown).
 Side read_events(const std::string& bytes, const std::string& path) {
   const bool snapshot = sim::looks_like_pickle(bytes);
   Side side{path, snapshot ? InputKind::kSnapshot : InputKind::kTrace, {}};
@@ -274,10 +365,10 @@ Side read_events(const std::string& bytes, const std::string& path) {
   }
   const auto settings = sim::AllocatorSettings::parse(info.alloc_conf);
   sim::Timeline timeline;
-  constexpr int64_t kNoLimit = int64_t{1} << 50;  // a replay for figures, not for a card
-  const auto r = sim::replay(trace, settings, sim::DeviceLimits::capacity(kNoLimit), &timeline);
+  const auto r =
+      sim::replay(trace, settings, sim::DeviceLimits::capacity(kLargestBytes), &timeline);
 
-  std::map<std::string, int64_t> growth;
+  std::vector<int64_t> growth;  // per phase of the replay, in order
   int32_t current = -1;
   int64_t started = 0;
   for (size_t i = 0; i < timeline.requested.size(); ++i) {
@@ -288,28 +379,29 @@ Side read_events(const std::string& bytes, const std::string& path) {
       continue;
     const int64_t before = i == 0 ? 0 : timeline.requested[i - 1];
     if (current >= 0)
-      growth[trace.phases[static_cast<size_t>(current)]] = before - started;
+      growth.push_back(before - started);
     current = ev.phase;
     started = before;
   }
   TestFigures t;
   t.name = snapshot ? "snapshot" : "trace";
   if (snapshot)
-    t.conditions = {{"allocator settings", info.alloc_conf.empty() ? "default" : info.alloc_conf}};
-  for (const auto& p : r.phases) {
+    t.conditions = {
+        {"allocator settings", info.alloc_conf.empty() ? "default" : info.alloc_conf},
+        {"device", std::to_string(info.device)}};
+  for (size_t i = 0; i < r.phases.size(); ++i) {
+    const auto& p = r.phases[i];
     PhaseFigures f;
     f.name = p.name;
     f.peak_allocated_bytes = p.peak_requested_bytes;
     f.peak_reserved_bytes = p.peak_reserved_bytes;
-    const auto g = growth.find(p.name);
-    if (g != growth.end())
-      f.growth_bytes = g->second;
-    f.status = r.oom && r.oom->phase == p.name ? "oom" : "";
+    if (i < growth.size())
+      f.growth_bytes = growth[i];
     f.tags_known = true;
     for (const auto& tag : p.live_at_peak) {
       const std::string name = snapshot ? without_line(tag.tag) : tag.tag;
       const auto same = std::find_if(
-          f.live_at_peak.begin(), f.live_at_peak.end(), [&](auto& t) { return t.tag == name; });
+          f.live_at_peak.begin(), f.live_at_peak.end(), [&](auto& x) { return x.tag == name; });
       if (same == f.live_at_peak.end())
         f.live_at_peak.push_back({name, tag.bytes});
       else
@@ -323,40 +415,50 @@ Side read_events(const std::string& bytes, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+struct KindNames {
+  InputKind kind;
+  const char *words, *plural, *key;
+};
+
+constexpr KindNames kKindNames[] = {
+    {InputKind::kRunReport, "run report", "run reports", "run_report"},
+    {InputKind::kTestReports, "folder of test reports", "folders of test reports", "test_reports"},
+    {InputKind::kRepeatSummary, "repeat summary", "repeat summaries", "repeat_summary"},
+    {InputKind::kReplayReport, "replay report", "replay reports", "replay_report"},
+    {InputKind::kTrace, "trace", "traces", "trace"},
+    {InputKind::kSnapshot, "PyTorch memory snapshot", "PyTorch memory snapshots", "snapshot"},
+};
+
+const KindNames& names_of(InputKind kind) {
+  for (const auto& n : kKindNames)
+    if (n.kind == kind)
+      return n;
+  return kKindNames[0];  // every kind is listed
+}
+
+}  // namespace
+
 const char* kind_words(InputKind kind) {
-  switch (kind) {
-    case InputKind::kRunReport:
-      return "run report";
-    case InputKind::kTestReports:
-      return "folder of test reports";
-    case InputKind::kRepeatSummary:
-      return "repeat summary";
-    case InputKind::kReplayReport:
-      return "replay report";
-    case InputKind::kTrace:
-      return "trace";
-    case InputKind::kSnapshot:
-      return "PyTorch memory snapshot";
-  }
-  return "?";
+  return names_of(kind).words;
+}
+
+const char* kind_plural(InputKind kind) {
+  return names_of(kind).plural;
 }
 
 const char* kind_key(InputKind kind) {
-  switch (kind) {
-    case InputKind::kRunReport:
-      return "run_report";
-    case InputKind::kTestReports:
-      return "test_reports";
-    case InputKind::kRepeatSummary:
-      return "repeat_summary";
-    case InputKind::kReplayReport:
-      return "replay_report";
-    case InputKind::kTrace:
-      return "trace";
-    case InputKind::kSnapshot:
-      return "snapshot";
-  }
-  return "?";
+  return names_of(kind).key;
+}
+
+bool kind_from_key(const std::string& key, InputKind& kind) {
+  for (const auto& n : kKindNames)
+    if (key == n.key) {
+      kind = n.kind;
+      return true;
+    }
+  return false;
 }
 
 Side read_side(const std::string& path) {
@@ -371,24 +473,20 @@ Side read_side(const std::string& path) {
   if (sim::looks_like_pickle(bytes) || is_trace(bytes))
     return read_events(bytes, path);
   const json doc = parse_json(bytes, path);
-  try {
-    const std::string schema = doc.value("schema", "");
-    if (schema == kRepeat)
-      return read_summary(doc, path);
-    if (schema == kReplay)
-      return read_replay(doc, path);
-    for (const char* family : {kRepeat, kReplay, kReport})
-      if (schema.rfind(std::string(family).substr(0, std::string(family).find('/') + 1), 0) == 0)
-        expect_schema(doc, path, family);  // another version of that family
-    expect_schema(doc, path, kReport);
-    if (doc.contains("test"))
-      bad(path,
-          "a test's report: give the folder of test reports (OOMGUARD_REPORT_DIR), so that "
-          "every test is compared");
-    return Side{path, InputKind::kRunReport, {report_test(doc, "run")}};
-  } catch (const json::exception& e) {
-    bad(path, std::string("a field is missing or of the wrong type: ") + e.what());
-  }
+  const std::string schema = schema_of(doc);
+  if (schema == kRepeat)
+    return read_summary(doc, path);
+  if (schema == kReplay)
+    return read_replay(doc, path);
+  for (const char* family : {kRepeat, kReplay})
+    if (schema.rfind(std::string(family).substr(0, std::string(family).find('/') + 1), 0) == 0)
+      expect_schema(doc, path, family);  // another version of that family
+  expect_schema(doc, path, kReport);
+  if (doc.contains("test"))
+    bad(path,
+        "a test's report: give the folder of test reports (OOMGUARD_REPORT_DIR), so that "
+        "every test is compared");
+  return Side{path, InputKind::kRunReport, {report_test(doc, "run", Fields(path))}};
 }
 
 }  // namespace oomguard::compare

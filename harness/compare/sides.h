@@ -23,8 +23,12 @@ enum class InputKind {
 
 // "run report", "folder of test reports", ...: for messages.
 const char* kind_words(InputKind kind);
+// "run reports", "folders of test reports", ...
+const char* kind_plural(InputKind kind);
 // "run_report", "test_reports", ...: for the JSON report.
 const char* kind_key(InputKind kind);
+// The kind whose kind_key is `key`; false for none.
+bool kind_from_key(const std::string& key, InputKind& kind);
 
 // An input that cannot be compared: what() is one line naming the file and what is wrong.
 class InputError : public std::runtime_error {

@@ -73,7 +73,7 @@ for t in tokens:
 header, body = rows[0], rows[1:]
 assert len(header) == 9 and header[3] == "peak allocated", header
 assert all(len(r) == len(header) for r in body), rows
-grown = [r for r in body if r[1] == "LayerTest.TrainThenEvaluateForCompare" and r[2] == "evaluate"]
+grown = [r for r in body if r[1] == "`LayerTest.TrainThenEvaluateForCompare`" and r[2] == "`evaluate`"]
 assert grown and grown[0][0] == "**over 5%**" and grown[0][4] == "+3MiB", body
 assert "`logits` +3MiB" in grown[0][8], grown
 print(f"ok: the Markdown is a table of {len(body)} change(s)")
@@ -109,7 +109,7 @@ has "over the limit 5%: t4 default evaluate +"
 "$cli" repeat -n 1 --report "$tmp/repeat-head.json" "${short[@]:0:2}" \
   --disable-guard no_grad_eval > /dev/null 2>&1 || true
 expect 1 "$tmp/repeat-base.json" "$tmp/repeat-head.json" --fail-above 5%
-has "repeat (highest of 1 seeds) evaluate +"
+has "over the limit 5%: repeat evaluate +"
 has "differs: run options: --set train.steps=2 -> --set train.steps=2 --disable-guard no_grad_eval"
 "$here/check_outputs.sh" "$tmp/replay-base.json" "$tmp/repeat-base.json"
 echo "ok: run reports, traces, snapshots, replay reports and repeat summaries"
@@ -119,7 +119,19 @@ echo "ok: run reports, traces, snapshots, replay reports and repeat summaries"
 head -c 300 "$tmp/run-base.json" > "$tmp/truncated.json"
 echo '{"name": "not ours"}' > "$tmp/foreign.json"
 sed 's|"oomguard.report/1"|"oomguard.report/2"|' "$tmp/run-base.json" > "$tmp/v2.json"
-mkdir "$tmp/empty"
+mkdir "$tmp/empty" "$tmp/foreign"
+cp "$tmp/base"/*.json "$tmp/foreign/"
+echo '[1, 2]' > "$tmp/foreign/Suite.Name.json"
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+for name, change in (("phases-object", lambda d: d.update(phases={})),
+                     ("huge", lambda d: d["phases"][0].update(peak_allocated_bytes=1e30))):
+    d = json.load(open(f"{tmp}/run-base.json"))
+    change(d)
+    json.dump(d, open(f"{tmp}/{name}.json", "w"))
+PY
+"$cli" replay "$tmp/head.jsonl" --card a100-40 --report "$tmp/replay-a100.json" > /dev/null
 bad_cases=(
   "$tmp/run-base.json|$tmp/head|folder of test reports"
   "$tmp/run-base.json|$tmp/run-seed1.json|seed 0 vs 1"
@@ -128,6 +140,10 @@ bad_cases=(
   "$tmp/run-base.json|$tmp/v2.json|v2.json: schema oomguard.report/2 is a version"
   "$tmp/empty|$tmp/base|empty: no test reports"
   "$tmp/run-base.json|$tmp/missing.json|missing.json: no such file"
+  "$tmp/base|$tmp/foreign|Suite.Name.json: not an oomguard report"
+  "$tmp/run-base.json|$tmp/phases-object.json|phases-object.json: the report.phases is not a list"
+  "$tmp/run-base.json|$tmp/huge.json|huge.json: phase train.peak_allocated_bytes is not a byte count"
+  "$tmp/replay-base.json|$tmp/replay-a100.json|replayed other settings"
 )
 for c in "${bad_cases[@]}"; do
   IFS='|' read -r a b want <<< "$c"
@@ -138,4 +154,6 @@ for c in "${bad_cases[@]}"; do
 done
 expect 2 "$tmp/base" "$tmp/head" --fail-above 5XB
 has "--fail-above 5XB"
-echo "ok: ${#bad_cases[@]} bad inputs and a bad limit exit 2 naming them"
+expect 2 "$tmp/base" "$tmp/head" --fail-above evalute=1%
+has "no phase evalute on either side"
+echo "ok: ${#bad_cases[@]} bad inputs and two bad limits exit 2 naming them"

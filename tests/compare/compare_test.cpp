@@ -94,8 +94,8 @@ TEST(Compare, LimitsHoldPeakAllocatedGrowth) {
       {"train=1%", 100 * kMiB, 200 * kMiB, false},  // another phase's limit
   };
   for (const auto& k : cases) {
-    Side base = side({test("T.t", {phase("evaluate", k.base)})});
-    Side head = side({test("T.t", {phase("evaluate", k.head)})});
+    Side base = side({test("T.t", {phase("evaluate", k.base), phase("train", kMiB)})});
+    Side head = side({test("T.t", {phase("evaluate", k.head), phase("train", kMiB)})});
     const Comparison c = compare(base, head, {parse_limit(k.limit)});
     EXPECT_EQ(c.over_limit().size(), k.over ? 1u : 0u)
         << k.limit << " " << k.base << " -> " << k.head;
@@ -136,7 +136,7 @@ TEST(Compare, TestsAndPhasesOnOneSideAreListedAsSuch) {
   EXPECT_EQ(c.largest_changes()[0]->presence, Presence::kHeadOnly);
   EXPECT_TRUE(c.over_limit().empty()) << "a new phase has nothing to grow from";
   const std::string md = render_markdown(c);
-  EXPECT_NE(md.find("only in head | Model.Memory | generate"), std::string::npos) << md;
+  EXPECT_NE(md.find("only in head | `Model.Memory` | `generate`"), std::string::npos) << md;
   EXPECT_NE(md.find("- only in base: `Model.Other`"), std::string::npos) << md;
 }
 
@@ -171,7 +171,7 @@ TEST(Compare, MarkdownShowsTheLargestFirstAndFoldsTheRest) {
   }
   const std::string md = render_markdown(compare(base, head, {}), 10);
   EXPECT_EQ(md.rfind(kMarkdownMarker, 0), 0u) << "the marker comes first";
-  const size_t largest = md.find("| T.t12 |"), smallest = md.find("| T.t1 |");
+  const size_t largest = md.find("| `T.t12` |"), smallest = md.find("| `T.t1` |");
   const size_t fold = md.find("<details><summary>2 smaller changes</summary>");
   ASSERT_NE(fold, std::string::npos) << md;
   EXPECT_LT(largest, fold);
@@ -186,6 +186,55 @@ TEST(Compare, TheJsonReportReadsBackAsItWasWritten) {
   const Comparison back = from_json(to_json(c), "test");
   EXPECT_EQ(to_json(back), to_json(c));
   EXPECT_THROW(from_json(nlohmann::json::object(), "empty"), InputError);
+}
+
+TEST(Compare, APhaseThatRunsTwiceIsMatchedByItsTurn) {
+  Side base =
+      side({test("T.t", {phase("train", kMiB), phase("evaluate", kMiB), phase("train", kMiB)})});
+  Side head = base;
+  head.tests[0].phases[2].peak_allocated_bytes = 100 * kMiB;  // the second train only
+  const Comparison c = compare(base, head, {parse_limit("1%")});
+  ASSERT_EQ(c.over_limit().size(), 1u);
+  EXPECT_EQ(c.over_limit()[0]->phase_label(), "train (2)");
+  EXPECT_EQ(c.over_limit()[0]->peak_allocated.bytes(), 99 * kMiB);
+  head.tests[0].phases.push_back(phase("evaluate", kMiB));  // a second evaluate in head only
+  const Comparison more = compare(base, head, {});
+  ASSERT_EQ(more.phases.size(), 4u);
+  EXPECT_EQ(more.phases[3].presence, Presence::kHeadOnly);
+  EXPECT_EQ(more.phases[3].phase_label(), "evaluate (2)");
+}
+
+TEST(Compare, LimitsNamingNoPhaseOrGivenTwiceAreRefused) {
+  EXPECT_THROW(compare(base_side(), base_side(), {parse_limit("evalute=1%")}), InputError);
+  EXPECT_THROW(
+      compare(base_side(), base_side(), {parse_limit("1%"), parse_limit("99%")}), InputError);
+  EXPECT_THROW(
+      compare(base_side(), base_side(), {parse_limit("train=1%"), parse_limit("train=2MiB")}),
+      InputError);
+}
+
+TEST(Compare, TheVerdictNamesWhatGrewNotWhatShrank) {
+  Side head = base_side();
+  // evaluate grows by 4 MiB: logits +12 MiB, block0 -8 MiB (a larger move, but a shrink).
+  head.tests[0].phases[1] =
+      phase("evaluate", 24 * kMiB, {{"block0", 4 * kMiB}, {"logits", 20 * kMiB}});
+  const std::string text = render_text(compare(base_side(), head, {parse_limit("1%")}));
+  EXPECT_NE(text.find("evaluate +4MiB (+20.0%): logits +12MiB\n"), std::string::npos) << text;
+}
+
+TEST(Compare, OnlyTestsOnOneSideAreSaidInTheVerdict) {
+  Side head = base_side();
+  head.tests.pop_back();
+  const std::string text = render_text(compare(base_side(), head, {}));
+  EXPECT_NE(text.find("outcome: 0 phases changed, 1 test only in base"), std::string::npos) << text;
+}
+
+TEST(Compare, MarkdownEscapesNamesAndTags) {
+  Side base = side({test("T.a|b", {phase("<b>train", kMiB, {{"x`|y", kMiB}})})});
+  Side head = side({test("T.a|b", {phase("<b>train", 2 * kMiB, {{"x`|y", 2 * kMiB}})})});
+  const std::string md = render_markdown(compare(base, head, {}));
+  EXPECT_NE(md.find("| `T.a\\|b` | `<b>train` |"), std::string::npos) << md;
+  EXPECT_NE(md.find("`x'\\|y` +1MiB"), std::string::npos) << md;
 }
 
 TEST(Compare, SignedSizes) {
