@@ -36,5 +36,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/oomguardConfigVersion.cma
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/oomguardConfig.cmake
   ${PROJECT_BINARY_DIR}/oomguardConfigVersion.cmake cmake/oomguardTorch.cmake
-  cmake/oomguardTorchCpu.cmake
+  cmake/oomguardTorchCpu.cmake cmake/oomguardMemoryTest.cmake
   DESTINATION ${OOMGUARD_INSTALL_CMAKEDIR})

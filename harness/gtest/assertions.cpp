@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -75,12 +76,28 @@ std::string cannot_compare(
   return "";
 }
 
+}  // namespace
+
+namespace detail {
+
 bool accepting() {
   const char* accept = std::getenv("OOMGUARD_ACCEPT");
   return accept != nullptr && *accept != '\0' && std::string(accept) != "0";
 }
 
+namespace {
+std::atomic<int> g_recorded{0};
 }  // namespace
+
+int budgets_recorded() {
+  return g_recorded.load();
+}
+
+void count_recorded_budget() {
+  ++g_recorded;
+}
+
+}  // namespace detail
 
 ::testing::AssertionResult phase_peak_below(
     const char*, const char* limit_text, const PhaseResult& phase, const std::string& limit) {
@@ -111,8 +128,9 @@ bool accepting() {
   const memory::BudgetKey& key = check.key;
   const std::string key_text = key.device_key();
   const std::string figure = check.predicted ? "predicted " : "";
-  if (accepting()) {
+  if (detail::accepting()) {
     const int64_t budget = memory::accept_budget(path, key, check.peak_bytes);
+    detail::count_recorded_budget();
     detail::record_verdict(phase, budget, memory::PhaseStatus::kPass, &check);
     std::cout << "[ oomguard ] " << path << ": " << phase.test << " " << phase.name << " "
               << (check.predicted ? key_text : phase.meter) << " = " << memory::format_size(budget)
@@ -288,6 +306,39 @@ int64_t margin_bytes(const std::string& margin, int64_t capacity) {
   return ::testing::AssertionFailure()
          << "phase " << phase.name << " of " << phase.test << " does not fit with a margin of "
          << margin << ":" << verdicts << live_lines(phase);
+}
+
+::testing::AssertionResult phase_no_step_growth(
+    const char*,
+    const char* tolerance_text,
+    const PhaseResult& phase,
+    const std::string& tolerance) {
+  int64_t bytes = 0;
+  if (const std::string problem = cannot_compare(phase, tolerance_text, tolerance, bytes);
+      !problem.empty())
+    return ::testing::AssertionFailure() << problem;
+  const std::vector<int64_t>& ends = phase.step_end_bytes;
+  if (ends.size() < 2)
+    return ::testing::AssertionFailure()
+           << "phase " << phase.name << " of " << phase.test << " has " << ends.size()
+           << " step(s) measured: give it to measure_steps() with 2 steps or more";
+  // The first step may create what the loop keeps (optimizer state): the steps after it.
+  const auto after_first = static_cast<int64_t>(ends.size() - 1);
+  const int64_t per_step = (ends.back() - ends.front()) / after_first;
+  if (per_step <= bytes)
+    return ::testing::AssertionSuccess();
+  std::string steps;
+  for (size_t i = 1; i < ends.size(); ++i)
+    steps += (i > 1 ? ", " : "") + std::to_string(i) + ": " + (ends[i] >= ends[i - 1] ? "+" : "-") +
+             memory::format_size(std::llabs(ends[i] - ends[i - 1]));
+  return ::testing::AssertionFailure()
+         << "phase " << phase.name << " of " << phase.test << " keeps "
+         << memory::format_size(per_step) << " more after every step, over the tolerance "
+         << memory::format_size(bytes) << " (after step " << steps << "; "
+         << memory::format_size(ends.front()) << " after step 0, "
+         << memory::format_size(ends.back()) << " after step " << ends.size() - 1
+         << "): something each step makes stays referenced, such as a tensor kept without "
+            ".detach() or a list that grows";
 }
 
 }  // namespace oomguard::testing

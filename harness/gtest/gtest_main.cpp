@@ -15,6 +15,7 @@
 #include <oomguard/gtest.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/sim/alloc_conf.h>
+#include "harness/gtest/registry.h"
 #include "harness/memory/start_again.h"
 
 namespace {
@@ -38,6 +39,25 @@ void apply_alloc_conf(char** argv) {
   }
 }
 
+// With OOMGUARD_ACCEPT=1: says what was recorded, and fails when no test ran at all (a filter
+// that matched nothing would otherwise look like budgets recorded).
+int report_accepted(int result) {
+  const char* path = std::getenv("OOMGUARD_BUDGETS");
+  const int recorded = oomguard::testing::detail::budgets_recorded();
+  if (::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+    std::cerr << "oomguard: OOMGUARD_ACCEPT=1, but no test ran, so no budget was recorded; "
+                 "check --gtest_filter (under ctest, ctest --no-tests=error -R ...)\n";
+    return 1;
+  }
+  std::cout << "[ oomguard ] OOMGUARD_ACCEPT=1: " << recorded << " budget(s) recorded in "
+            << (path != nullptr ? path : "(no OOMGUARD_BUDGETS)")
+            << (recorded == 0 ? ": no test checked a phase against the budgets file "
+                                "(EXPECT_PHASE_WITHIN_BUDGET)"
+                              : "")
+            << "\n";
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,5 +70,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int result = RUN_ALL_TESTS();
+  return oomguard::testing::detail::accepting() ? report_accepted(result) : result;
 }

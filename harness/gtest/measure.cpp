@@ -6,7 +6,9 @@
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -85,7 +87,8 @@ uint64_t seed_test() {
     std::ofstream(path, std::ios::trunc) << seed + 1 << "\n";
   }
   at::manual_seed(seed);
-  detail::record_seed(seed);
+  const char* fixed = std::getenv("OOMGUARD_SEED");
+  detail::record_seed(seed, /*drawn=*/fixed == nullptr || *fixed == '\0');
   std::cout << "[ oomguard ] " << detail::current_test_name() << " seed " << seed
             << " (OOMGUARD_SEED=" << seed << " runs it again)\n";
   ::testing::Test::RecordProperty("oomguard.seed", std::to_string(seed));
@@ -199,7 +202,12 @@ PhaseResult phase_result(const memory::PhaseMemory& figures) {
   return result;
 }
 
-PhaseResult measure(const std::string& name, const std::function<void()>& body) {
+namespace {
+
+// measure() and measure_steps(): `step_ends` (when given) is filled inside the phase and
+// becomes the result's step_end_bytes before it is recorded.
+PhaseResult measure_phase(
+    const std::string& name, const std::function<void()>& body, std::vector<int64_t>* step_ends) {
   memory::MeterStack& stack = meters();
   // The site's phase is unique to this test and phase, so the tags at its peak are its own.
   const char* site_phase = interned_site_phase(detail::current_test_name() + "/" + name);
@@ -220,8 +228,34 @@ PhaseResult measure(const std::string& name, const std::function<void()>& body) 
   PhaseResult result = result_of(figures, site_phase);
   if (!oom.empty())
     result.oom = oom;
+  if (step_ends != nullptr)
+    result.step_end_bytes = *step_ends;
   finish(result);
   return result;
+}
+
+}  // namespace
+
+PhaseResult measure(const std::string& name, const std::function<void()>& body) {
+  return measure_phase(name, body, nullptr);
+}
+
+PhaseResult measure_steps(
+    const std::string& name, int steps, const std::function<void(int step)>& step) {
+  if (steps < 1)
+    throw std::invalid_argument(
+        "measure_steps(" + name + ", " + std::to_string(steps) + "): give 1 step or more");
+  std::vector<int64_t> ends;
+  memory::Meter& meter = meters().meter();
+  return measure_phase(
+      name,
+      [&] {
+        for (int i = 0; i < steps; ++i) {
+          step(i);
+          ends.push_back(meter.stats().allocated_bytes);
+        }
+      },
+      &ends);
 }
 
 }  // namespace oomguard::testing

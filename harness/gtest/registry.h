@@ -43,7 +43,15 @@ void record_verdict(
     int64_t budget_bytes,
     memory::PhaseStatus status,
     const BudgetCheck* check = nullptr);
-// Records the seed of the current test.
-void record_seed(uint64_t seed);
+// Records the seed of the current test; `drawn` from its per-test counter (no OOMGUARD_SEED),
+// so that each run has a seed of its own and its report is also kept as
+// <Suite.Name>.seed-<seed>.json.
+void record_seed(uint64_t seed, bool drawn);
+
+// OOMGUARD_ACCEPT is set (and not 0): budgets are recorded instead of checked.
+bool accepting();
+// Budgets this process recorded with OOMGUARD_ACCEPT (one per phase checked).
+int budgets_recorded();
+void count_recorded_budget();
 
 }  // namespace oomguard::testing::detail

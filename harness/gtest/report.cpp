@@ -18,6 +18,7 @@ namespace {
 
 struct TestRecord {
   uint64_t seed = 0;
+  bool seed_drawn = false;
   std::vector<PhaseEntry> phases;
 };
 
@@ -72,12 +73,14 @@ nlohmann::json phase_json(const PhaseEntry& entry) {
       {"predicted_peak_allocated_bytes",
        first != nullptr ? nlohmann::json(first->peak_allocated_bytes) : nlohmann::json()},
       {"num_alloc_retries", first != nullptr ? first->num_alloc_retries : r.num_alloc_retries},
-      {"steps", 0},
+      {"steps", static_cast<int64_t>(r.step_end_bytes.size())},
       {"wall_seconds", r.wall_seconds},
       {"live_at_peak", live},
       {"untracked", r.untracked.empty() ? nlohmann::json() : nlohmann::json(r.untracked)}};
   if (first != nullptr)
     phase["predictions"] = predictions;
+  if (!r.step_end_bytes.empty())
+    phase["step_end_bytes"] = r.step_end_bytes;
   return phase;
 }
 
@@ -137,7 +140,12 @@ void write_report(const std::string& test, const TestRecord& record) {
   if (error)
     throw std::runtime_error(
         std::string("OOMGUARD_REPORT_DIR=") + dir + ": cannot be created: " + error.message());
-  write_file_atomically(std::string(dir) + "/" + test + ".json", doc.dump(2) + "\n");
+  const std::string text = doc.dump(2) + "\n";
+  write_file_atomically(std::string(dir) + "/" + test + ".json", text);
+  // Under ctest --repeat each run draws a new seed: its report is kept beside the latest.
+  if (record.seed_drawn)
+    write_file_atomically(
+        std::string(dir) + "/" + test + ".seed-" + std::to_string(record.seed) + ".json", text);
 }
 
 // A test run again in the same process (--gtest_repeat) starts a new record, so its report
@@ -199,9 +207,11 @@ void record_verdict(
   write_report(result.test, record);
 }
 
-void record_seed(uint64_t seed) {
+void record_seed(uint64_t seed, bool drawn) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_tests[current_test_name()].seed = seed;
+  TestRecord& record = g_tests[current_test_name()];
+  record.seed = seed;
+  record.seed_drawn = drawn;
 }
 
 }  // namespace oomguard::testing::detail

@@ -3,6 +3,8 @@
 //
 // CHARLM_EVAL_BUG=1 puts a classic bug back into the evaluation loop: no NoGradGuard, and
 // the logits of every batch kept for later, so each batch's activations stay alive.
+// CHARLM_TRAIN_BUG=1 one into the training loop: every step's logits kept (detached, "for a
+// picture later"), 384 KiB more after each step.
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -50,21 +52,30 @@ std::vector<torch::Tensor> make_batches(int64_t count) {
   return batches;
 }
 
-torch::Tensor next_token_loss(CharLM& model, const torch::Tensor& batch) {
+// `logits_out`, when given, receives the logits [B, T, V].
+torch::Tensor next_token_loss(
+    CharLM& model, const torch::Tensor& batch, torch::Tensor* logits_out = nullptr) {
   using torch::indexing::Slice;
   const torch::Tensor logits = model->forward(batch.index({Slice(), Slice(0, kContext)}));
+  if (logits_out != nullptr)
+    *logits_out = logits;
   return torch::nn::functional::cross_entropy(
       logits.reshape({-1, kVocab}), batch.index({Slice(), Slice(1, kContext + 1)}).reshape(-1));
 }
 
-void train(CharLM& model, const std::vector<torch::Tensor>& batches) {
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
-  model->train();
-  for (const torch::Tensor& batch : batches) {
-    optimizer.zero_grad();
-    next_token_loss(model, batch).backward();
-    optimizer.step();
-  }
+// One training step; with CHARLM_TRAIN_BUG the step's logits go into `kept`.
+void train_step(
+    CharLM& model,
+    torch::optim::AdamW& optimizer,
+    const torch::Tensor& batch,
+    std::vector<torch::Tensor>& kept) {
+  const bool bug = std::getenv("CHARLM_TRAIN_BUG") != nullptr;
+  optimizer.zero_grad();
+  torch::Tensor logits;  // held only with the bug: otherwise freed as backward frees the graph
+  next_token_loss(model, batch, bug ? &logits : nullptr).backward();
+  optimizer.step();
+  if (bug)
+    kept.push_back(logits.detach());
 }
 
 double evaluate(CharLM& model, const std::vector<torch::Tensor>& batches) {
@@ -91,8 +102,16 @@ TEST_F(CharLMTest, Memory) {
   model->to(oomguard::testing::device());
   const std::vector<torch::Tensor> batches = make_batches(8);
 
-  const auto training = oomguard::testing::measure("train", [&] { train(model, batches); });
-  EXPECT_PHASE_WITHIN_BUDGET(training);
+  {
+    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+    model->train();
+    std::vector<torch::Tensor> kept;
+    const auto training = oomguard::testing::measure_steps("train", 8, [&](int step) {
+      train_step(model, optimizer, batches[static_cast<size_t>(step)], kept);
+    });
+    EXPECT_PHASE_WITHIN_BUDGET(training);
+    EXPECT_PHASE_NO_STEP_GROWTH(training, "16KiB");  // what each step leaves behind
+  }
 
   double loss = 0.0;
   const auto evaluation =

@@ -13,7 +13,8 @@
 # wheel's config, and oomguard::torch is all it links.
 # Then: its ctest passes against budgets.json; with the evaluation bug put back
 # (CHARLM_EVAL_BUG=1) the budget assertion fails with the phase, the test, the peak, the
-# budget and what was live; accepting into a copy of the budgets rewrites exactly the peaks.
+# budget and what was live; with the training leak (CHARLM_TRAIN_BUG=1) the per-step check
+# fails naming the growth per step; accepting into a copy of the budgets rewrites exactly the peaks.
 # Prints the configure and build times, and how many of oomguard's files were compiled.
 # The project is built from scratch each time in OOMGUARD_BUILD/consumer-WAY, through ccache
 # with ci/setup.sh's settings, so a second run in the same tree compiles from the cache.
@@ -88,12 +89,19 @@ fi
 grep -q "100% tests passed" "$tmp/ctest.txt" || { cat "$tmp/ctest.txt"; fail "no test ran"; }
 echo "ok: guarded, CharLMTest.Memory passes within budgets.json"
 
-# Repeated, each run takes the next seed (the per-test counter in the build tree).
-(cd "$tmp/charlm" && ctest --repeat until-fail:3) > "$tmp/repeat.txt" 2>&1 ||
-  { cat "$tmp/repeat.txt"; fail "ctest --repeat until-fail:3"; }
+# Repeated, each run takes the next seed (the per-test counter in the build tree), and each
+# seed's report is kept beside the test's latest.
+(cd "$tmp/charlm" && OOMGUARD_REPORT_DIR="$tmp/repeat-reports" ctest --repeat until-fail:3) \
+  > "$tmp/repeat.txt" 2>&1 || { cat "$tmp/repeat.txt"; fail "ctest --repeat until-fail:3"; }
 seeds=$(cat "$tmp/charlm/oomguard-seeds/CharLMTest.Memory")
 [ "$seeds" = 4 ] || fail "after 1 + 3 runs the seed counter says $seeds, not 4"
-echo "ok: ctest --repeat until-fail:3 ran seeds 1, 2, 3"
+for seed in 1 2 3; do
+  [ -s "$tmp/repeat-reports/CharLMTest.Memory.seed-$seed.json" ] ||
+    { ls "$tmp/repeat-reports"; fail "no report of seed $seed"; }
+done
+grep -q '"seed": 3' "$tmp/repeat-reports/CharLMTest.Memory.json" ||
+  fail "CharLMTest.Memory.json does not hold the latest run (seed 3)"
+echo "ok: ctest --repeat until-fail:3 ran seeds 1, 2, 3, each with its report"
 
 rc=0
 mkdir "$tmp/reports"
@@ -108,10 +116,31 @@ grep -q '"outcome": "budget_exceeded"' "$tmp/reports/CharLMTest.Memory.json" ||
 echo "ok: with the evaluation bug the budget fails:"
 sed -n '/phase evaluate of CharLMTest/,/^$/p' "$tmp/bug.txt" | head -n 12
 
+# Every training step's logits kept: the per-step check fails naming the phase and the growth.
+rc=0
+(cd "$tmp/charlm" && CHARLM_TRAIN_BUG=1 OOMGUARD_BUDGETS="$here/budgets.json" \
+  ./charlm_memory_test) > "$tmp/leak.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$tmp/leak.txt"; fail "with the training leak: exit $rc, expected 1"; }
+grep -q "phase train of CharLMTest.Memory keeps 384KiB more after every step, over the tolerance 16KiB" \
+  "$tmp/leak.txt" || { cat "$tmp/leak.txt"; fail "the per-step check did not name the leak"; }
+echo "ok: with the training leak the per-step check fails:"
+grep "keeps 384KiB more after every step" "$tmp/leak.txt" | head -n 1
+
 cp "$here/budgets.json" "$tmp/budgets.json"
 (cd "$tmp/charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
   ./charlm_memory_test) > "$tmp/accept.txt" 2>&1 || { cat "$tmp/accept.txt"; fail "accept"; }
 diff "$here/budgets.json" "$tmp/budgets.json" ||
   fail "accepting the guarded peaks changed budgets.json (the figures moved: review and accept)"
+grep -q "OOMGUARD_ACCEPT=1: 2 budget(s) recorded in $tmp/budgets.json" "$tmp/accept.txt" ||
+  { cat "$tmp/accept.txt"; fail "accepting does not say what it recorded"; }
 echo "ok: accepting the guarded peaks reproduces budgets.json"
+# Accepting with a filter that matches no test records nothing, and says so with exit 1.
+rc=0
+(cd "$tmp/charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
+  ./charlm_memory_test --gtest_filter=NoSuch.Test) > "$tmp/accept-none.txt" 2>&1 || rc=$?
+if [ "$rc" != 1 ] || ! grep -q "OOMGUARD_ACCEPT=1, but no test ran" "$tmp/accept-none.txt"; then
+  cat "$tmp/accept-none.txt"
+  fail "accepting with no test run: exit $rc"
+fi
+echo "ok: accepting when no test ran fails saying so"
 "$source/tests/cli/check_outputs.sh" "$here/budgets.json" "$tmp/reports/CharLMTest.Memory.json"

@@ -53,6 +53,9 @@ phases = json.load(open(sys.argv[1]))["phases"]
 assert len(phases) == 1, f"{len(phases)} phases after --gtest_repeat=2"
 print("ok: a repeated test's report holds its last run")
 PY
+copies=$(find "$tmp/repeat" -name 'LayerTest.MeasureReportsStartPeakAndEnd.seed-*.json' | wc -l)
+[ "$copies" = 2 ] || { ls "$tmp/repeat"; fail "$copies per-seed reports after two runs, not 2"; }
+echo "ok: each run's seed has its report"
 
 OOMGUARD_ALLOC_CONF=expandable_segments:True "$binary" \
   --gtest_filter=LayerTest.AllocConfReachesLibTorchsVariable > "$tmp/conf.txt" 2>&1 ||

@@ -81,6 +81,42 @@ TEST_F(LayerTest, TrainThenEvaluateForCompare) {
   });
 }
 
+// measure_steps() and EXPECT_PHASE_NO_STEP_GROWTH: a loop that keeps 196 KiB of every step
+// (fake images kept without .detach()) fails naming the phase and the growth per step; a loop
+// whose first step creates state it keeps (an optimizer's) passes.
+TEST_F(LayerTest, AStepThatKeepsWhatItMadeFailsTheStepGrowthCheck) {
+  constexpr int64_t kKept = 196 * 1024;
+  std::vector<at::Tensor> kept;
+  const PhaseResult leaking = measure_steps("train", 5, [&](int) {
+    memory::AllocTag tag("fake_images");
+    kept.push_back(at::empty({kKept}, at::kByte));
+    const at::Tensor scratch = at::empty({kMiB}, at::kByte);
+  });
+  ASSERT_EQ(leaking.step_end_bytes.size(), 5u);
+  EXPECT_EQ(leaking.step_end_bytes[4] - leaking.step_end_bytes[0], 4 * kKept);
+  const auto verdict = phase_no_step_growth("leaking", "\"16KiB\"", leaking, "16KiB");
+  ASSERT_FALSE(verdict);
+  EXPECT_TRUE(contains(
+      verdict.message(),
+      "phase train of LayerTest.AStepThatKeepsWhatItMadeFailsTheStepGrowthCheck keeps 196KiB "
+      "more after every step, over the tolerance 16KiB (after step 1: +196KiB, 2: +196KiB, 3: "
+      "+196KiB, 4: +196KiB;"))
+      << verdict.message();
+  kept.clear();
+
+  at::Tensor state;
+  const PhaseResult steady = measure_steps("train_steady", 5, [&](int step) {
+    if (step == 0)
+      state = at::empty({kMiB}, at::kByte);
+    const at::Tensor scratch = at::empty({kMiB}, at::kByte);
+  });
+  EXPECT_PHASE_NO_STEP_GROWTH(steady, "16KiB");
+  const PhaseResult one = measure("once", [] {});
+  EXPECT_TRUE(contains(
+      phase_no_step_growth("one", "\"16KiB\"", one, "16KiB").message(),
+      "give it to measure_steps() with 2 steps or more"));
+}
+
 TEST_F(LayerTest, StaticInitializersAreCounted) {
   ASSERT_EQ(meters().device(), "cpu") << "this binary's tests are for the CPU meter";
   EXPECT_GE(meters().meter().stats().allocated_bytes, kMiB)

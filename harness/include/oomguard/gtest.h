@@ -98,6 +98,8 @@ struct PhaseResult {
   // out, and the budgets' cuda:<card> entry is checked against it), then OOMGUARD_PREDICT's.
   // Empty when nothing is predicted (no card, CUDA, OOMGUARD_ALLOCATOR_MODEL=none).
   std::vector<Prediction> predictions;
+  // measure_steps() only: the allocated bytes after each step (what it left behind).
+  std::vector<int64_t> step_end_bytes;
 
   int64_t growth_bytes() const { return peak_allocated_bytes - start_allocated_bytes; }
 };
@@ -107,6 +109,13 @@ struct PhaseResult {
 // as a test failure naming the phase. The figures also go into the test's XML properties
 // ("oomguard.<name>.peak_allocated_bytes", ...) and its report in OOMGUARD_REPORT_DIR.
 PhaseResult measure(const std::string& name, const std::function<void()>& body);
+
+// measure() of a loop: runs `step(0)` .. `step(steps - 1)` as the phase `name` and records
+// the allocated bytes after each step in step_end_bytes, for EXPECT_PHASE_NO_STEP_GROWTH:
+//     auto training = measure_steps("train", 5, [&](int) { train_step(model, batch); });
+//     EXPECT_PHASE_NO_STEP_GROWTH(training, "16KiB");  // a leak per step fails here
+PhaseResult measure_steps(
+    const std::string& name, int steps, const std::function<void(int step)>& step);
 
 // The figures of a phase measured elsewhere (a memory::PhaseScope in your own loop, or a
 // smoke run's phase) as a PhaseResult of the current test, for the assertions below. Its
@@ -146,6 +155,11 @@ uint64_t seed_test();
     const char* margin_text,
     const PhaseResult& phase,
     const std::string& margin);
+::testing::AssertionResult phase_no_step_growth(
+    const char* phase_text,
+    const char* tolerance_text,
+    const PhaseResult& phase,
+    const std::string& tolerance);
 
 // A fixture for memory tests: seeds LibTorch with seed_test() and sets LibTorch's thread
 // count to OOMGUARD_THREADS (default 2), so figures do not depend on the machine's cores.
@@ -181,6 +195,14 @@ class MemoryTest : public ::testing::Test {
   EXPECT_PRED_FORMAT1(::oomguard::testing::phase_no_near_oom, phase)
 #define ASSERT_PHASE_NO_NEAR_OOM(phase) \
   ASSERT_PRED_FORMAT1(::oomguard::testing::phase_no_near_oom, phase)
+// What each step leaves behind does not grow: after the first step (which may create state,
+// such as the optimizer's), the allocated bytes after each step rise by at most `tolerance`
+// ("16KiB") per step on average. A phase of measure_steps() with 2 steps or more; the failure
+// names the phase, the growth per step and each step's change.
+#define EXPECT_PHASE_NO_STEP_GROWTH(phase, tolerance) \
+  EXPECT_PRED_FORMAT2(::oomguard::testing::phase_no_step_growth, phase, tolerance)
+#define ASSERT_PHASE_NO_STEP_GROWTH(phase, tolerance) \
+  ASSERT_PRED_FORMAT2(::oomguard::testing::phase_no_step_growth, phase, tolerance)
 // The peak reserved bytes are at most `limit`: measured on CUDA; on CPU, predicted for every
 // card and setting (it fails where nothing is predicted).
 #define EXPECT_PHASE_RESERVED_BELOW(phase, limit) \
