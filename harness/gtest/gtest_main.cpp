@@ -13,6 +13,7 @@
 #include <torch/version.h>
 
 #include <oomguard/gtest.h>
+#include <oomguard/memory/budgets.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/sim/alloc_conf.h>
 #include "harness/gtest/registry.h"
@@ -39,10 +40,53 @@ void apply_alloc_conf(char** argv) {
   }
 }
 
+// Budgets of phases that a test which passed here no longer measures: listed, and removed
+// with OOMGUARD_ACCEPT=prune. (A test that failed or was skipped may have stopped before a
+// phase; a test not run here is judged where it runs.)
+void check_stale_budgets(const std::string& path, const std::string& accept) {
+  if (path.empty())
+    return;
+  oomguard::memory::BudgetFile file;
+  try {
+    file = oomguard::memory::load_budgets(path);
+  } catch (const std::exception&) {
+    return;  // a malformed file fails the budget assertions, which say why
+  }
+  const bool prune = accept == "prune";
+  const auto measured = oomguard::testing::detail::measured_phases();
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  for (int s = 0; s < unit.total_test_suite_count(); ++s) {
+    const ::testing::TestSuite& suite = *unit.GetTestSuite(s);
+    for (int t = 0; t < suite.total_test_count(); ++t) {
+      const ::testing::TestInfo& info = *suite.GetTestInfo(t);
+      const std::string name = std::string(suite.name()) + "." + info.name();
+      const auto phases = measured.find(name);
+      if (!info.should_run() || !info.result()->Passed() || info.result()->Skipped() ||
+          phases == measured.end())
+        continue;
+      const std::vector<std::string> stale =
+          oomguard::memory::stale_phases(file, name, phases->second);
+      if (stale.empty())
+        continue;
+      std::string list;
+      for (const auto& phase : stale)
+        list += (list.empty() ? "" : ", ") + phase;
+      if (prune) {
+        oomguard::memory::remove_budgets(path, name, stale);
+        std::cout << "[ oomguard ] " << path << ": removed the budgets of " << name
+                  << "'s phases it no longer measures: " << list << "\n";
+      } else {
+        std::cout << "[ oomguard ] " << path << ": " << name
+                  << " has budgets for phases it no longer measures: " << list
+                  << " (OOMGUARD_ACCEPT=prune removes them)\n";
+      }
+    }
+  }
+}
+
 // With OOMGUARD_ACCEPT=1: says what was recorded, and fails when no test ran at all (a filter
 // that matched nothing would otherwise look like budgets recorded).
-int report_accepted(int result) {
-  const char* path = std::getenv("OOMGUARD_BUDGETS");
+int report_accepted(int result, const std::string& path) {
   const int recorded = oomguard::testing::detail::budgets_recorded();
   if (::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
     std::cerr << "oomguard: OOMGUARD_ACCEPT=1, but no test ran, so no budget was recorded; "
@@ -50,7 +94,7 @@ int report_accepted(int result) {
     return 1;
   }
   std::cout << "[ oomguard ] OOMGUARD_ACCEPT=1: " << recorded << " budget(s) recorded in "
-            << (path != nullptr ? path : "(no OOMGUARD_BUDGETS)")
+            << (path.empty() ? "(no OOMGUARD_BUDGETS)" : path)
             << (recorded == 0 ? ": no test checked a phase against the budgets file "
                                 "(EXPECT_PHASE_WITHIN_BUDGET)"
                               : "")
@@ -70,6 +114,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::testing::InitGoogleTest(&argc, argv);
+  // As the binary was started: a test may change its own environment.
+  const auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  const std::string budgets = env("OOMGUARD_BUDGETS"), accept = env("OOMGUARD_ACCEPT");
+  const bool accepting = oomguard::testing::detail::accepting();
   const int result = RUN_ALL_TESTS();
-  return oomguard::testing::detail::accepting() ? report_accepted(result) : result;
+  check_stale_budgets(budgets, accept);
+  return accepting ? report_accepted(result, budgets) : result;
 }

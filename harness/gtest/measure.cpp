@@ -15,6 +15,7 @@
 #include <c10/util/Exception.h>
 
 #include <oomguard/memory/alloc_site.h>
+#include <oomguard/memory/budgets.h>
 #include <oomguard/memory/phase_scope.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/gtest/registry.h"
@@ -183,12 +184,29 @@ PhaseResult result_of(const memory::PhaseMemory& figures, const char* site_phase
   return result;
 }
 
+// A phase that ran out of memory has its budget in the report all the same (no assertion
+// will look it up: the phase has no figures to check).
+void record_budget_of_oom(const PhaseResult& result) {
+  const char* path = std::getenv("OOMGUARD_BUDGETS");
+  if (path == nullptr || *path == '\0')
+    return;
+  try {
+    const detail::BudgetCheck check = detail::budget_check(result);
+    if (const auto budget = memory::load_budgets(path).find(check.key))
+      detail::record_verdict(result, *budget, memory::PhaseStatus::kOom, &check);
+  } catch (const std::exception&) {
+    // A malformed budgets file: the budget assertions say why.
+  }
+}
+
 void finish(const PhaseResult& result) {
   record_properties(result);
   detail::record_phase(result);
   print_phase(result);
-  if (!result.oom.empty())
+  if (!result.oom.empty()) {
+    record_budget_of_oom(result);
     ADD_FAILURE() << detail::oom_message(result) << detail::live_lines(result);
+  }
   if (!result.untracked.empty())
     ADD_FAILURE() << "phase " << result.name << " of " << result.test
                   << ": its figures may be low: " << result.untracked;

@@ -2,6 +2,7 @@
 // What the GoogleTest layer remembers of the current test: its measured phases, their
 // budgets and verdicts, and its seed, for the test's report (OOMGUARD_REPORT_DIR).
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ void record_verdict(
     int64_t budget_bytes,
     memory::PhaseStatus status,
     const BudgetCheck* check = nullptr);
+// The phases each test of this process measured, by "Suite.Name".
+std::map<std::string, std::vector<std::string>> measured_phases();
+
 // Records the seed of the current test; `drawn` from its per-test counter (no OOMGUARD_SEED),
 // so that each run has a seed of its own and its report is also kept as
 // <Suite.Name>.seed-<seed>.json.

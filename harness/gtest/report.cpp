@@ -207,6 +207,15 @@ void record_verdict(
   write_report(result.test, record);
 }
 
+std::map<std::string, std::vector<std::string>> measured_phases() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::map<std::string, std::vector<std::string>> phases;
+  for (const auto& [test, record] : g_tests)
+    for (const PhaseEntry& entry : record.phases)
+      phases[test].push_back(entry.result.name);
+  return phases;
+}
+
 void record_seed(uint64_t seed, bool drawn) {
   std::lock_guard<std::mutex> lock(g_mutex);
   TestRecord& record = g_tests[current_test_name()];

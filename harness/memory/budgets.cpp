@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -185,6 +186,35 @@ int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t pea
   file.budgets[key.test][key.phase][file.accept_key(key)] = budget;
   write_file_atomically(path, budgets_text(file));
   return budget;
+}
+
+std::vector<std::string> stale_phases(
+    const BudgetFile& file, const std::string& test, const std::vector<std::string>& measured) {
+  std::vector<std::string> stale;
+  const auto entry = file.budgets.find(test);
+  if (entry == file.budgets.end())
+    return stale;
+  for (const auto& [phase, keys] : entry->second)
+    if (std::find(measured.begin(), measured.end(), phase) == measured.end())
+      stale.push_back(phase);
+  return stale;
+}
+
+int remove_budgets(
+    const std::string& path, const std::string& test, const std::vector<std::string>& phases) {
+  FolderLock lock(path);
+  BudgetFile file = load_budgets(path);
+  const auto entry = file.budgets.find(test);
+  if (entry == file.budgets.end())
+    return 0;
+  int removed = 0;
+  for (const auto& phase : phases)
+    removed += static_cast<int>(entry->second.erase(phase));
+  if (entry->second.empty())
+    file.budgets.erase(entry);
+  if (removed > 0)
+    write_file_atomically(path, budgets_text(file));
+  return removed;
 }
 
 const char* to_string(PhaseStatus status) {

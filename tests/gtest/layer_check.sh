@@ -57,6 +57,40 @@ copies=$(find "$tmp/repeat" -name 'LayerTest.MeasureReportsStartPeakAndEnd.seed-
 [ "$copies" = 2 ] || { ls "$tmp/repeat"; fail "$copies per-seed reports after two runs, not 2"; }
 echo "ok: each run's seed has its report"
 
+# Budgets of a phase the test no longer measures: listed when checking, removed with
+# OOMGUARD_ACCEPT=prune (and only then).
+cat > "$tmp/budgets.json" <<'JSON'
+{"schema": "oomguard.budgets/1", "headroom": 0.1, "budgets": {
+  "LayerTest.MeasureReportsStartPeakAndEnd": {"scratch": {"cpu": "8MiB"}, "gone": {"cpu": "1MiB"}},
+  "Other.Test": {"gone": {"cpu": "1MiB"}}}}
+JSON
+one=--gtest_filter=LayerTest.MeasureReportsStartPeakAndEnd
+OOMGUARD_BUDGETS="$tmp/budgets.json" "$binary" "$one" > "$tmp/stale.txt" 2>&1 ||
+  { cat "$tmp/stale.txt"; fail "the stale-budget run"; }
+grep -q "LayerTest.MeasureReportsStartPeakAndEnd has budgets for phases it no longer measures: gone (OOMGUARD_ACCEPT=prune removes them)" \
+  "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "the stale budget is not listed"; }
+grep -q '"gone"' "$tmp/budgets.json" || fail "checking removed a budget"
+OOMGUARD_BUDGETS="$tmp/budgets.json" OOMGUARD_ACCEPT=prune "$binary" "$one" > "$tmp/prune.txt" 2>&1 ||
+  { cat "$tmp/prune.txt"; fail "the prune run"; }
+# A phase that ran out of memory keeps its budget in the report.
+cat > "$tmp/oom-budgets.json" <<'JSON'
+{"schema": "oomguard.budgets/1", "headroom": 0.1, "budgets": {
+  "LayerTest.OutOfMemoryFailsTheTestNamingThePhase": {"generate": {"cpu": "3MiB"}}}}
+JSON
+OOMGUARD_BUDGETS="$tmp/oom-budgets.json" OOMGUARD_REPORT_DIR="$tmp/oom" "$binary" \
+  --gtest_filter=LayerTest.OutOfMemoryFailsTheTestNamingThePhase > "$tmp/oom.txt" 2>&1 ||
+  { cat "$tmp/oom.txt"; fail "the OOM test with a budgets file"; }
+python3 - "$tmp/budgets.json" "$tmp/oom/LayerTest.OutOfMemoryFailsTheTestNamingThePhase.json" <<'PY'
+import json, sys
+phase = json.load(open(sys.argv[2]))["phases"][0]
+assert phase["status"] == "oom" and phase["budget_bytes"] == 3 << 20, phase
+print("ok: an out-of-memory phase's report has its budget")
+b = json.load(open(sys.argv[1]))["budgets"]
+assert list(b["LayerTest.MeasureReportsStartPeakAndEnd"]) == ["scratch"], b
+assert "gone" in b["Other.Test"], "a test that did not run here lost its budgets"
+print("ok: a stale budget is listed, and removed with OOMGUARD_ACCEPT=prune only")
+PY
+
 OOMGUARD_ALLOC_CONF=expandable_segments:True "$binary" \
   --gtest_filter=LayerTest.AllocConfReachesLibTorchsVariable > "$tmp/conf.txt" 2>&1 ||
   { cat "$tmp/conf.txt"; fail "OOMGUARD_ALLOC_CONF"; }

@@ -35,8 +35,11 @@
 //                          OOMGUARD_SEED_COUNTER_DIR (default ./oomguard-seeds), so
 //                          `ctest --repeat until-fail:N` tries a new seed each time
 //   OOMGUARD_BUDGETS       the budgets file of EXPECT_PHASE_WITHIN_BUDGET
-//   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking
-//   OOMGUARD_REPORT_DIR    where each test's report (oomguard.report/1) is written
+//   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking;
+//                          =prune also removes the budgets of phases a test that passed
+//                          no longer measures (without it they are listed)
+//   OOMGUARD_REPORT_DIR    where each test's report (oomguard.report/1) is written, and
+//                          <Suite.Name>.seed-<N>.json for a seed from the counter
 // clang-format on
 #include <cstdint>
 #include <functional>

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace oomguard::memory {
 
@@ -60,6 +61,16 @@ int64_t accepted_budget(int64_t peak_bytes, double headroom);
 // written back under an exclusive lock, so tests running side by side (ctest -j) do not lose
 // each other's entries. Returns the budget written.
 int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t peak_bytes);
+
+// The phases `test` has budgets for in `file` that are not among `measured` (phases it no
+// longer measures, or renamed), in the file's order.
+std::vector<std::string> stale_phases(
+    const BudgetFile& file, const std::string& test, const std::vector<std::string>& measured);
+
+// Removes every budget of `phases` of `test` from the file at `path` (under the same lock as
+// accept_budget), and the test when none is left. Returns how many phases were removed.
+int remove_budgets(
+    const std::string& path, const std::string& test, const std::vector<std::string>& phases);
 
 // How a phase ended, as reports and JUnit files spell it (to_string).
 // kDeviceError: a CUDA error other than out-of-memory ended the phase (an illegal access, a
