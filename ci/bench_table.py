@@ -88,6 +88,7 @@ def main(times_path, memory_path):
         ("train step GFLOP/s / GEMM at the fc layer's shape", ratio(rows, "BM_TrainStep", "BM_GemmCeiling/M:2048/K:384/N:1536", "gflops", 0.80, "higher"), "(reference)"),
         ("tracked / untracked train step time", ratio(rows, "BM_TrainStep", "BM_TrainStepUntracked", "time_ms", 1.02, "lower"), "<= 1.02"),
         ("predicted (t4 model) / tracked train step time", ratio(rows, "BM_TrainStepPredicted", "BM_TrainStep", "time_ms", 1.10, "lower"), "<= 1.10"),
+        ("untagged named by operator / by tag only, train step time", ratio(rows, "BM_TrainStepNamed", "BM_TrainStepTagged", "time_ms", 1.05, "lower"), "<= 1.05"),
         ("decode time per token / weight-read floor", decode_floor_ratio(rows), "<= 3"),
         ("collate tokens/s / train step tokens/s", ratio(rows, "BM_Collate", "BM_TrainStep", "tokens_per_second", 100.0, "higher"), ">= 100"),
         ("checkpointed / plain train step time", ratio(rows, ckpt, plain, "time_ms", 1.35, "lower"), "<= 1.35"),

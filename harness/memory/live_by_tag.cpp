@@ -4,6 +4,7 @@
 
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/sizes.h>
+#include "harness/memory/operator_callbacks.h"
 
 namespace oomguard::memory {
 void LiveByTag::on_alloc(int64_t id, int64_t bytes) {
@@ -14,9 +15,10 @@ void LiveByTag::on_alloc(int64_t id, int64_t bytes) {
     peak_ = total_;
     peak_by_tag_[phase_ == nullptr ? "" : phase_] = by_tag_;
   }
-  const auto [it, added] = index_.emplace(site.tag, names_.size());
+  const char* tag = allocation_tag(site);
+  const auto [it, added] = index_.emplace(tag, names_.size());
   if (added) {
-    names_.emplace_back(site.tag == nullptr ? "" : site.tag);
+    names_.emplace_back(tag == nullptr ? "" : tag);
     by_tag_.push_back(0);
   }
   by_tag_[it->second] += bytes;

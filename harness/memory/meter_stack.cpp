@@ -10,6 +10,7 @@
 
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
+#include "harness/memory/operator_callbacks.h"
 
 namespace oomguard::memory {
 namespace {
@@ -107,6 +108,12 @@ MeterOptions meter_options_from_env() {
         ": must be more than 0 bytes; unset it for no limit");
 
   sim::GpuRules rules;
+  if (const char* naming = env_or_null("OOMGUARD_NAME_OPERATORS")) {
+    if (std::string(naming) != "0" && std::string(naming) != "1")
+      throw std::invalid_argument(
+          std::string("OOMGUARD_NAME_OPERATORS=") + naming + ": expected 1 or 0");
+    options.name_operators = std::string(naming) == "1";
+  }
   if (const char* names = env_or_null("OOMGUARD_RULES")) {
     try {
       rules = sim::GpuRules::parse(names);
@@ -179,6 +186,7 @@ MeterStack::MeterStack(const MeterOptions& options)
     if (device_ == "cpu" && options.live_by_tag) {
       live_ = std::make_unique<LiveByTag>();
       tracker_.add_observer(live_.get());
+      name_untagged_by_operator(options.name_operators);
     }
     if (!options.model_targets.empty()) {
       modelled_ = std::make_unique<ModelledMeter>(tracker_, options.model_targets);
@@ -201,8 +209,10 @@ MeterStack::~MeterStack() {
 }
 
 void MeterStack::remove_observers() {
-  if (live_)
+  if (live_) {
     tracker_.remove_observer(live_.get());
+    name_untagged_by_operator(false);
+  }
   if (recorder_)
     tracker_.remove_observer(recorder_.get());
 }

@@ -58,7 +58,7 @@ void TraceRecorder::on_alloc(int64_t id, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   mark_phase();
   const AllocSite site = alloc_site();
-  write(sim::alloc_line(id, bytes, site.phase, site.step, site.tag));
+  write(sim::alloc_line(id, bytes, site.phase, site.step, allocation_tag(site)));
 }
 
 void TraceRecorder::on_free(int64_t id) {

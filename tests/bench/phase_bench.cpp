@@ -17,8 +17,10 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include <oomguard/memory/live_by_tag.h>
 #include <oomguard/memory/modelled_meter.h>
 #include <oomguard/memory/tracking_allocator.h>
+#include "harness/memory/operator_callbacks.h"
 #include "harness/phases/fused_adamw.h"
 #include "harness/phases/phases.h"
 
@@ -59,12 +61,21 @@ int64_t flop_parameter_count(const models::TinyGPT& model) {
 // How a step is watched: not at all, by the CPU meter, or also by the caching-allocator model
 // of a T4 with its cuBLAS workspace rule (the GoogleTest layer's prediction on CPU: a model
 // fed every allocation and RecordFunction callbacks on every operator).
-enum class Watch { kUntracked, kTracked, kPredicted };
+// kTagged: tracked, with what is live by tag kept (LiveByTag, as the GoogleTest layer and
+// oomguard run on CPU do); kNamed: that, and untagged allocations named by their operator (a
+// RecordFunction callback on every operator).
+enum class Watch { kUntracked, kTracked, kPredicted, kTagged, kNamed };
 
 void train_steps(benchmark::State& state, Watch watch) {
   auto& meter = memory::TrackingAllocator::instance();
   meter.set_counting(watch != Watch::kUntracked);
   std::unique_ptr<memory::ModelledMeter> predictor;
+  std::unique_ptr<memory::LiveByTag> live;
+  if (watch == Watch::kTagged || watch == Watch::kNamed) {
+    live = std::make_unique<memory::LiveByTag>();
+    meter.add_observer(live.get());
+    memory::name_untagged_by_operator(watch == Watch::kNamed);
+  }
   if (watch == Watch::kPredicted)
     predictor = std::make_unique<memory::ModelledMeter>(
         meter,
@@ -102,6 +113,10 @@ void train_steps(benchmark::State& state, Watch watch) {
         benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
   }
   predictor.reset();
+  if (live) {
+    meter.remove_observer(live.get());
+    memory::name_untagged_by_operator(false);
+  }
   meter.set_counting(true);
 }
 
@@ -114,7 +129,15 @@ void BM_TrainStepUntracked(benchmark::State& state) {
 void BM_TrainStepPredicted(benchmark::State& state) {
   train_steps(state, Watch::kPredicted);
 }
+void BM_TrainStepTagged(benchmark::State& state) {
+  train_steps(state, Watch::kTagged);
+}
+void BM_TrainStepNamed(benchmark::State& state) {
+  train_steps(state, Watch::kNamed);
+}
 BENCHMARK(BM_TrainStep)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainStepTagged)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainStepNamed)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainStepUntracked)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainStepPredicted)->Unit(benchmark::kMillisecond);
 

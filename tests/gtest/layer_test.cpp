@@ -117,6 +117,30 @@ TEST_F(LayerTest, AStepThatKeepsWhatItMadeFailsTheStepGrowthCheck) {
       "give it to measure_steps() with 2 steps or more"));
 }
 
+// Without a single AllocTag, what was live at the peak is named by the operator that made it
+// (a RecordFunction callback): in the forward by its aten operator, in the backward by the
+// autograd node.
+TEST_F(LayerTest, UntaggedAllocationsAreNamedByTheirOperator) {
+  const at::Tensor w = at::ones({512, 512}).requires_grad_();  // 1 MiB
+  const auto tags = [](const PhaseResult& phase) {
+    std::string all;
+    for (const auto& t : phase.live_at_peak)
+      all += t.tag + "; ";
+    return all;
+  };
+  at::Tensor loss;
+  const PhaseResult forward = measure("forward", [&] {
+    const at::Tensor x = at::ones({1024, 512});  // 2 MiB
+    loss = at::matmul(x, w).relu().sum();        // keeps x and the relu's output for backward
+  });
+  EXPECT_TRUE(contains(tags(forward), "untagged: aten::ones")) << tags(forward);
+  EXPECT_TRUE(contains(tags(forward), "untagged: aten::relu")) << tags(forward);
+  EXPECT_FALSE(contains(tags(forward), "(untagged)")) << tags(forward);
+  const PhaseResult backward = measure("backward", [&] { loss.backward(); });
+  EXPECT_TRUE(contains(tags(backward), "Backward")) << tags(backward);
+  EXPECT_FALSE(contains(tags(backward), "(untagged)")) << tags(backward);
+}
+
 TEST_F(LayerTest, StaticInitializersAreCounted) {
   ASSERT_EQ(meters().device(), "cpu") << "this binary's tests are for the CPU meter";
   EXPECT_GE(meters().meter().stats().allocated_bytes, kMiB)

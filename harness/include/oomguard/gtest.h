@@ -38,6 +38,10 @@
 //   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking;
 //                          =prune also removes the budgets of phases a test that passed
 //                          no longer measures (without it they are listed)
+//   OOMGUARD_NAME_OPERATORS
+//                          1 (default): what is live outside every AllocTag is named by the
+//                          operator or autograd node that allocated it ("untagged:
+//                          aten::linear"); 0: "(untagged)"
 //   OOMGUARD_REPORT_DIR    where each test's report (oomguard.report/1) is written, and
 //                          <Suite.Name>.seed-<N>.json for a seed from the counter
 // clang-format on
@@ -92,7 +96,8 @@ struct PhaseResult {
   int64_t num_alloc_retries = 0;     // the CUDA allocator freed its cache and retried
   double wall_seconds = 0.0;
   // What was live at the peak by tag (<oomguard/memory/alloc_site.h>), CPU only: the five
-  // largest tags, the rest, and "(untagged)" for allocations made outside every tag.
+  // largest tags, the rest; an allocation outside every tag under the operator that made it
+  // ("untagged: aten::linear", "untagged: AddmmBackward0"), or "(untagged)" outside operators.
   std::vector<sim::TagBytes> live_at_peak;
   std::string oom;        // the out-of-memory message when the phase ran out, else ""
   std::string untracked;  // why the meter may have missed allocations, "" when it saw all

@@ -27,6 +27,10 @@ struct MeterOptions {
   std::string trace_path;
   // CPU only: keep what is live by tag at each phase's peak (LiveByTag).
   bool live_by_tag = true;
+  // With live_by_tag: an allocation outside every AllocTag is filed under the operator (or
+  // autograd node) running when it was made, "untagged: aten::linear", through a
+  // RecordFunction callback on every operator; false: "(untagged)" (OOMGUARD_NAME_OPERATORS=0).
+  bool name_operators = true;
   // CPU only: feed the caching-allocator model of each target, so reserved memory and
   // fragmentation are predicted and the first target's card fails as the CUDA allocator
   // would (ModelledMeter); empty for no model. The first target's capacity is capacity_bytes.
