@@ -1,5 +1,6 @@
 # `cmake --install <build> --prefix P`: the public headers, the libraries, the CMake package
-# (oomguardConfig.cmake, its version file, the targets) and, where built, the oomguard CLI.
+# (oomguardConfig.cmake, its version file, the targets) and, where built, the oomguard CLI
+# (bin/oomguard, a launcher of libexec/oomguard/oomguard).
 # A project then uses find_package(oomguard) and links oomguard::memory, oomguard::sim,
 # oomguard::gtest or oomguard::gtest_main.
 include(GNUInstallDirs)
@@ -21,7 +22,12 @@ install(TARGETS ${_oomguard_installed} EXPORT oomguardTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${OOMGUARD_PUBLIC_INCLUDE}/oomguard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(OOMGUARD_BUILD_CLI)
-  install(TARGETS oomguard RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # bin/oomguard is a launcher that names the LibTorch the executable (libexec/) needs when it
+  # is gone, instead of the loader's "libtorch.so: cannot open shared object file".
+  install(TARGETS oomguard RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/oomguard)
+  configure_file(cmake/oomguard-launcher.sh.in ${PROJECT_BINARY_DIR}/oomguard-launcher.sh @ONLY)
+  install(PROGRAMS ${PROJECT_BINARY_DIR}/oomguard-launcher.sh DESTINATION ${CMAKE_INSTALL_BINDIR}
+    RENAME oomguard)
 endif()
 install(EXPORT oomguardTargets NAMESPACE oomguard:: DESTINATION ${OOMGUARD_INSTALL_CMAKEDIR})
 

@@ -1,8 +1,8 @@
-# oomguard_add_memory_test(NAME SOURCES src... [BUDGETS file] [LINK lib...] [LABEL label])
+# oomguard_add_memory_test(<name> SOURCES src... [BUDGETS file] [LINK lib...] [LABEL label])
 #
 # One call for a memory test binary of your project (find_package(oomguard), or oomguard's
 # source tree added with add_subdirectory or FetchContent):
-# - the executable NAME from SOURCES, linked with oomguard::gtest_main (GoogleTest, LibTorch,
+# - the executable <name> from SOURCES, linked with oomguard::gtest_main (GoogleTest, LibTorch,
 #   the meter installed first, main) and LINK;
 # - its tests discovered by ctest (gtest_discover_tests), labelled LABEL (default memory);
 # - each test run with OOMGUARD_BUDGETS=BUDGETS (default: budgets.json beside the calling
@@ -26,7 +26,7 @@ function(_oomguard_add_memory_test name)
   endif()
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "oomguard_add_memory_test(${name}): unknown arguments "
-      "${arg_UNPARSED_ARGUMENTS} (NAME SOURCES ... [BUDGETS file] [LINK ...] [LABEL label])")
+      "${arg_UNPARSED_ARGUMENTS} (<name> SOURCES ... [BUDGETS file] [LINK ...] [LABEL label])")
   endif()
   if(NOT arg_BUDGETS)
     set(arg_BUDGETS budgets.json)
@@ -37,7 +37,8 @@ function(_oomguard_add_memory_test name)
   endif()
   if(NOT TARGET oomguard::gtest_main)
     message(FATAL_ERROR "oomguard_add_memory_test(${name}): this oomguard has no "
-      "oomguard::gtest_main (it was built with GoogleTest from its own sources)")
+      "oomguard::gtest_main (built without its GoogleTest layer, OOMGUARD_BUILD_GTEST=OFF, or "
+      "installed with GoogleTest built from its own sources)")
   endif()
 
   add_executable(${name} ${arg_SOURCES})

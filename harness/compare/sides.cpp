@@ -228,7 +228,9 @@ Side read_folder(const std::string& path) {
       continue;  // a run report beside the tests' ones
     const Fields f(file.string());
     const auto name = f.text(f.at(doc, "test", "the report"), "name", "test");
-    if (name + ".json" != file.filename().string())
+    std::string written = name;  // the layer writes a parameterised test's '/' as '_'
+    std::replace(written.begin(), written.end(), '/', '_');
+    if (written + ".json" != file.filename().string())
       continue;  // a per-seed copy: the folder's <Suite.Name>.json is the test's latest run
     side.tests.push_back(report_test(doc, name, f));
   }

@@ -1,7 +1,9 @@
-#include <atomic>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -86,15 +88,18 @@ bool accepting() {
 }
 
 namespace {
-std::atomic<int> g_recorded{0};
+std::mutex g_recorded_mutex;
+std::set<std::string> g_recorded;  // "test/phase/key" of each budget accepted
 }  // namespace
 
 int budgets_recorded() {
-  return g_recorded.load();
+  std::lock_guard<std::mutex> lock(g_recorded_mutex);
+  return static_cast<int>(g_recorded.size());
 }
 
-void count_recorded_budget() {
-  ++g_recorded;
+void count_recorded_budget(const memory::BudgetKey& key) {
+  std::lock_guard<std::mutex> lock(g_recorded_mutex);
+  g_recorded.insert(key.test + "/" + key.phase + "/" + key.device_key());
 }
 
 }  // namespace detail
@@ -130,7 +135,7 @@ void count_recorded_budget() {
   const std::string figure = check.predicted ? "predicted " : "";
   if (detail::accepting()) {
     const int64_t budget = memory::accept_budget(path, key, check.peak_bytes);
-    detail::count_recorded_budget();
+    detail::count_recorded_budget(key);
     detail::record_verdict(phase, budget, memory::PhaseStatus::kPass, &check);
     std::cout << "[ oomguard ] " << path << ": " << phase.test << " " << phase.name << " "
               << (check.predicted ? key_text : phase.meter) << " = " << memory::format_size(budget)
@@ -322,21 +327,27 @@ int64_t margin_bytes(const std::string& margin, int64_t capacity) {
     return ::testing::AssertionFailure()
            << "phase " << phase.name << " of " << phase.test << " has " << ends.size()
            << " step(s) measured: give it to measure_steps() with 2 steps or more";
-  // The first step may create what the loop keeps (optimizer state): the steps after it.
-  const auto after_first = static_cast<int64_t>(ends.size() - 1);
-  const int64_t per_step = (ends.back() - ends.front()) / after_first;
+  // The first step may create what the loop keeps (optimizer state): the steps after it, by
+  // their median, so one step that creates something once is not a leak per step.
+  std::vector<int64_t> deltas;
+  for (size_t i = 1; i < ends.size(); ++i)
+    deltas.push_back(ends[i] - ends[i - 1]);
+  std::vector<int64_t> sorted = deltas;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const int64_t per_step = sorted[sorted.size() / 2];
   if (per_step <= bytes)
     return ::testing::AssertionSuccess();
   std::string steps;
-  for (size_t i = 1; i < ends.size(); ++i)
-    steps += (i > 1 ? ", " : "") + std::to_string(i) + ": " + (ends[i] >= ends[i - 1] ? "+" : "-") +
-             memory::format_size(std::llabs(ends[i] - ends[i - 1]));
+  for (size_t i = 0; i < deltas.size(); ++i)
+    steps += (i > 0 ? ", " : "") + std::to_string(i + 1) + ": " + (deltas[i] >= 0 ? "+" : "-") +
+             memory::format_size(std::llabs(deltas[i]));
   return ::testing::AssertionFailure()
          << "phase " << phase.name << " of " << phase.test << " keeps "
-         << memory::format_size(per_step) << " more after every step, over the tolerance "
-         << memory::format_size(bytes) << " (after step " << steps << "; "
-         << memory::format_size(ends.front()) << " after step 0, "
-         << memory::format_size(ends.back()) << " after step " << ends.size() - 1
+         << memory::format_size(per_step)
+         << " more after each step (the median), over the tolerance " << memory::format_size(bytes)
+         << " (after step " << steps << "; " << memory::format_size(ends.front())
+         << " after step 0, " << memory::format_size(ends.back()) << " after step "
+         << ends.size() - 1
          << "): something each step makes stays referenced, such as a tensor kept without "
             ".detach() or a list that grows";
 }

@@ -53,32 +53,37 @@ void check_stale_budgets(const std::string& path, const std::string& accept) {
     return;  // a malformed file fails the budget assertions, which say why
   }
   const bool prune = accept == "prune";
-  const auto measured = oomguard::testing::detail::measured_phases();
+  const auto measured = oomguard::testing::detail::measured_tests();
   const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
   for (int s = 0; s < unit.total_test_suite_count(); ++s) {
     const ::testing::TestSuite& suite = *unit.GetTestSuite(s);
     for (int t = 0; t < suite.total_test_count(); ++t) {
       const ::testing::TestInfo& info = *suite.GetTestInfo(t);
       const std::string name = std::string(suite.name()) + "." + info.name();
-      const auto phases = measured.find(name);
+      const auto test = measured.find(name);
       if (!info.should_run() || !info.result()->Passed() || info.result()->Skipped() ||
-          phases == measured.end())
+          test == measured.end())
         continue;
+      const std::string& key = test->second.budget_key;
       const std::vector<std::string> stale =
-          oomguard::memory::stale_phases(file, name, phases->second);
+          oomguard::memory::stale_phases(file, name, test->second.phases, key);
       if (stale.empty())
         continue;
       std::string list;
       for (const auto& phase : stale)
         list += (list.empty() ? "" : ", ") + phase;
-      if (prune) {
-        oomguard::memory::remove_budgets(path, name, stale);
-        std::cout << "[ oomguard ] " << path << ": removed the budgets of " << name
-                  << "'s phases it no longer measures: " << list << "\n";
-      } else {
-        std::cout << "[ oomguard ] " << path << ": " << name
-                  << " has budgets for phases it no longer measures: " << list
+      if (!prune) {
+        std::cout << "[ oomguard ] " << path << ": " << name << " has " << key
+                  << " budgets for phases it no longer measures: " << list
                   << " (OOMGUARD_ACCEPT=prune removes them)\n";
+        continue;
+      }
+      try {
+        oomguard::memory::remove_budgets(path, name, stale, key);
+        std::cout << "[ oomguard ] " << path << ": removed the " << key << " budgets of " << name
+                  << "'s phases it no longer measures: " << list << "\n";
+      } catch (const std::exception& e) {
+        std::cerr << "oomguard: removing stale budgets: " << e.what() << "\n";
       }
     }
   }
@@ -86,15 +91,16 @@ void check_stale_budgets(const std::string& path, const std::string& accept) {
 
 // With OOMGUARD_ACCEPT=1: says what was recorded, and fails when no test ran at all (a filter
 // that matched nothing would otherwise look like budgets recorded).
-int report_accepted(int result, const std::string& path) {
+int report_accepted(int result, const std::string& path, const std::string& accept) {
   const int recorded = oomguard::testing::detail::budgets_recorded();
   if (::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
-    std::cerr << "oomguard: OOMGUARD_ACCEPT=1, but no test ran, so no budget was recorded; "
-                 "check --gtest_filter (under ctest, ctest --no-tests=error -R ...)\n";
+    std::cerr << "oomguard: OOMGUARD_ACCEPT=" << accept
+              << ", but no test ran, so no budget was recorded; check --gtest_filter (under "
+                 "ctest, ctest --no-tests=error -R ...)\n";
     return 1;
   }
-  std::cout << "[ oomguard ] OOMGUARD_ACCEPT=1: " << recorded << " budget(s) recorded in "
-            << (path.empty() ? "(no OOMGUARD_BUDGETS)" : path)
+  std::cout << "[ oomguard ] OOMGUARD_ACCEPT=" << accept << ": " << recorded
+            << " budget(s) recorded in " << (path.empty() ? "(no OOMGUARD_BUDGETS)" : path)
             << (recorded == 0 ? ": no test checked a phase against the budgets file "
                                 "(EXPECT_PHASE_WITHIN_BUDGET)"
                               : "")
@@ -122,6 +128,13 @@ int main(int argc, char** argv) {
   const std::string budgets = env("OOMGUARD_BUDGETS"), accept = env("OOMGUARD_ACCEPT");
   const bool accepting = oomguard::testing::detail::accepting();
   const int result = RUN_ALL_TESTS();
+#ifdef GTEST_FLAG_GET
+  const bool listing = GTEST_FLAG_GET(list_tests);
+#else
+  const bool listing = ::testing::GTEST_FLAG(list_tests);
+#endif
+  if (listing)
+    return result;  // gtest_discover_tests reads this output: nothing of ours in it
   check_stale_budgets(budgets, accept);
-  return accepting ? report_accepted(result, budgets) : result;
+  return accepting ? report_accepted(result, budgets, accept) : result;
 }

@@ -83,7 +83,7 @@ uint64_t seed_test() {
     const std::string counters = dir != nullptr && *dir != '\0' ? dir : "oomguard-seeds";
     std::error_code ignored;
     std::filesystem::create_directories(counters, ignored);
-    const std::string path = counters + "/" + detail::current_test_name();
+    const std::string path = counters + "/" + detail::file_name_of(detail::current_test_name());
     std::ifstream(path) >> seed;
     std::ofstream(path, std::ios::trunc) << seed + 1 << "\n";
   }
@@ -205,7 +205,13 @@ void finish(const PhaseResult& result) {
   print_phase(result);
   if (!result.oom.empty()) {
     record_budget_of_oom(result);
-    ADD_FAILURE() << detail::oom_message(result) << detail::live_lines(result);
+    // At the test's own line, not this file's: the phase is the user's.
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    if (test != nullptr)
+      ADD_FAILURE_AT(test->file(), test->line())
+          << detail::oom_message(result) << detail::live_lines(result);
+    else
+      ADD_FAILURE() << detail::oom_message(result) << detail::live_lines(result);
   }
   if (!result.untracked.empty())
     ADD_FAILURE() << "phase " << result.name << " of " << result.test

@@ -35,6 +35,9 @@ std::string live_lines(const PhaseResult& phase);
 
 // "Suite.Name" of the running test ("(no test)" outside one).
 std::string current_test_name();
+// The test's name as a file name: a parameterised test's '/' written '_'
+// ("Prefix/Suite.Case/0" -> "Prefix_Suite.Case_0").
+std::string file_name_of(std::string test);
 // Adds a measured phase to the current test's record and writes its report.
 void record_phase(const PhaseResult& result);
 // Records the budget checked for `result` and the verdict, and writes the report again.
@@ -44,8 +47,13 @@ void record_verdict(
     int64_t budget_bytes,
     memory::PhaseStatus status,
     const BudgetCheck* check = nullptr);
-// The phases each test of this process measured, by "Suite.Name".
-std::map<std::string, std::vector<std::string>> measured_phases();
+// What each test of this process measured, by "Suite.Name": its phases, and the budgets key
+// they are checked under ("cpu", "cuda:t4").
+struct MeasuredTest {
+  std::vector<std::string> phases;
+  std::string budget_key;
+};
+std::map<std::string, MeasuredTest> measured_tests();
 
 // Records the seed of the current test; `drawn` from its per-test counter (no OOMGUARD_SEED),
 // so that each run has a seed of its own and its report is also kept as
@@ -54,8 +62,9 @@ void record_seed(uint64_t seed, bool drawn);
 
 // OOMGUARD_ACCEPT is set (and not 0): budgets are recorded instead of checked.
 bool accepting();
-// Budgets this process recorded with OOMGUARD_ACCEPT (one per phase checked).
+// Budgets this process recorded with OOMGUARD_ACCEPT: one per test, phase and key, however
+// often it was written.
 int budgets_recorded();
-void count_recorded_budget();
+void count_recorded_budget(const memory::BudgetKey& key);
 
 }  // namespace oomguard::testing::detail

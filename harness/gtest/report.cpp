@@ -141,11 +141,11 @@ void write_report(const std::string& test, const TestRecord& record) {
     throw std::runtime_error(
         std::string("OOMGUARD_REPORT_DIR=") + dir + ": cannot be created: " + error.message());
   const std::string text = doc.dump(2) + "\n";
-  write_file_atomically(std::string(dir) + "/" + test + ".json", text);
+  const std::string file = std::string(dir) + "/" + file_name_of(test);
+  write_file_atomically(file + ".json", text);
   // Under ctest --repeat each run draws a new seed: its report is kept beside the latest.
   if (record.seed_drawn)
-    write_file_atomically(
-        std::string(dir) + "/" + test + ".seed-" + std::to_string(record.seed) + ".json", text);
+    write_file_atomically(file + ".seed-" + std::to_string(record.seed) + ".json", text);
 }
 
 // A test run again in the same process (--gtest_repeat) starts a new record, so its report
@@ -166,6 +166,12 @@ void forget_each_test_on_start() {
 }
 
 }  // namespace
+
+std::string file_name_of(std::string test) {
+  for (char& c : test)
+    c = c == '/' ? '_' : c;
+  return test;
+}
 
 std::string current_test_name() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -207,13 +213,17 @@ void record_verdict(
   write_report(result.test, record);
 }
 
-std::map<std::string, std::vector<std::string>> measured_phases() {
+std::map<std::string, MeasuredTest> measured_tests() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::map<std::string, std::vector<std::string>> phases;
+  std::map<std::string, MeasuredTest> tests;
   for (const auto& [test, record] : g_tests)
-    for (const PhaseEntry& entry : record.phases)
-      phases[test].push_back(entry.result.name);
-  return phases;
+    for (const PhaseEntry& entry : record.phases) {
+      MeasuredTest& t = tests[test];
+      if (t.phases.empty())
+        t.budget_key = budget_check(entry.result).key.device_key();
+      t.phases.push_back(entry.result.name);
+    }
+  return tests;
 }
 
 void record_seed(uint64_t seed, bool drawn) {

@@ -189,27 +189,40 @@ int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t pea
 }
 
 std::vector<std::string> stale_phases(
-    const BudgetFile& file, const std::string& test, const std::vector<std::string>& measured) {
+    const BudgetFile& file,
+    const std::string& test,
+    const std::vector<std::string>& measured,
+    const std::string& device_key) {
   std::vector<std::string> stale;
   const auto entry = file.budgets.find(test);
   if (entry == file.budgets.end())
     return stale;
   for (const auto& [phase, keys] : entry->second)
-    if (std::find(measured.begin(), measured.end(), phase) == measured.end())
+    if (keys.count(device_key) != 0 &&
+        std::find(measured.begin(), measured.end(), phase) == measured.end())
       stale.push_back(phase);
   return stale;
 }
 
 int remove_budgets(
-    const std::string& path, const std::string& test, const std::vector<std::string>& phases) {
+    const std::string& path,
+    const std::string& test,
+    const std::vector<std::string>& phases,
+    const std::string& device_key) {
   FolderLock lock(path);
   BudgetFile file = load_budgets(path);
   const auto entry = file.budgets.find(test);
   if (entry == file.budgets.end())
     return 0;
   int removed = 0;
-  for (const auto& phase : phases)
-    removed += static_cast<int>(entry->second.erase(phase));
+  for (const auto& phase : phases) {
+    const auto keys = entry->second.find(phase);
+    if (keys == entry->second.end())
+      continue;
+    removed += static_cast<int>(keys->second.erase(device_key));
+    if (keys->second.empty())
+      entry->second.erase(keys);
+  }
   if (entry->second.empty())
     file.budgets.erase(entry);
   if (removed > 0)

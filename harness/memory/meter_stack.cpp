@@ -186,7 +186,9 @@ MeterStack::MeterStack(const MeterOptions& options)
     if (device_ == "cpu" && options.live_by_tag) {
       live_ = std::make_unique<LiveByTag>();
       tracker_.add_observer(live_.get());
-      name_untagged_by_operator(options.name_operators);
+      naming_ = options.name_operators;
+      if (naming_)
+        name_untagged_by_operator(true);
     }
     if (!options.model_targets.empty()) {
       modelled_ = std::make_unique<ModelledMeter>(tracker_, options.model_targets);
@@ -209,9 +211,11 @@ MeterStack::~MeterStack() {
 }
 
 void MeterStack::remove_observers() {
-  if (live_) {
+  if (live_)
     tracker_.remove_observer(live_.get());
+  if (naming_) {
     name_untagged_by_operator(false);
+    naming_ = false;
   }
   if (recorder_)
     tracker_.remove_observer(recorder_.get());

@@ -13,7 +13,9 @@ void watch_gemms_for(TraceRecorder* recorder);
 void unwatch_gemms_for(TraceRecorder* recorder);
 
 // Allocations outside every AllocTag named by the outermost operator or autograd node running
-// when they are made (harness/memory/operator_names.cpp): on from now on, or off.
+// on the allocating thread (an intra-op worker: the last one begun) when they are made
+// (harness/memory/operator_names.cpp). Counted: naming stays on until every `true` has had
+// its `false`; while it is off, no callback runs.
 void name_untagged_by_operator(bool on);
 // "untagged: aten::linear", "untagged: AddmmBackward0"; "" outside operators or when off.
 const char* current_operator_label();

@@ -57,17 +57,28 @@ copies=$(find "$tmp/repeat" -name 'LayerTest.MeasureReportsStartPeakAndEnd.seed-
 [ "$copies" = 2 ] || { ls "$tmp/repeat"; fail "$copies per-seed reports after two runs, not 2"; }
 echo "ok: each run's seed has its report"
 
+# OOMGUARD_NAME_OPERATORS=0: what is live outside every tag stays "(untagged)", so the test
+# that expects operator names fails, and its report says "(untagged)".
+rc=0
+OOMGUARD_NAME_OPERATORS=0 OOMGUARD_REPORT_DIR="$tmp/unnamed" "$binary" \
+  --gtest_filter=LayerTest.UntaggedAllocationsAreNamedByTheirOperator > "$tmp/unnamed.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$tmp/unnamed.txt"; fail "OOMGUARD_NAME_OPERATORS=0: exit $rc, expected 1"; }
+grep -q '"(untagged)"' "$tmp/unnamed/LayerTest.UntaggedAllocationsAreNamedByTheirOperator.json" ||
+  fail "OOMGUARD_NAME_OPERATORS=0 still names operators"
+echo "ok: OOMGUARD_NAME_OPERATORS=0 leaves untagged allocations (untagged)"
+
 # Budgets of a phase the test no longer measures: listed when checking, removed with
-# OOMGUARD_ACCEPT=prune (and only then).
+# OOMGUARD_ACCEPT=prune (and only then), for this run's device key only.
 cat > "$tmp/budgets.json" <<'JSON'
 {"schema": "oomguard.budgets/1", "headroom": 0.1, "budgets": {
-  "LayerTest.MeasureReportsStartPeakAndEnd": {"scratch": {"cpu": "8MiB"}, "gone": {"cpu": "1MiB"}},
+  "LayerTest.MeasureReportsStartPeakAndEnd": {"scratch": {"cpu": "8MiB"}, "gone": {"cpu": "1MiB"},
+    "on_a_gpu": {"cuda:t4": "1MiB"}, "mixed": {"cpu": "1MiB", "cuda": "2MiB"}},
   "Other.Test": {"gone": {"cpu": "1MiB"}}}}
 JSON
 one=--gtest_filter=LayerTest.MeasureReportsStartPeakAndEnd
 OOMGUARD_BUDGETS="$tmp/budgets.json" "$binary" "$one" > "$tmp/stale.txt" 2>&1 ||
   { cat "$tmp/stale.txt"; fail "the stale-budget run"; }
-grep -q "LayerTest.MeasureReportsStartPeakAndEnd has budgets for phases it no longer measures: gone (OOMGUARD_ACCEPT=prune removes them)" \
+grep -q "LayerTest.MeasureReportsStartPeakAndEnd has cpu budgets for phases it no longer measures: gone, mixed (OOMGUARD_ACCEPT=prune removes them)" \
   "$tmp/stale.txt" || { cat "$tmp/stale.txt"; fail "the stale budget is not listed"; }
 grep -q '"gone"' "$tmp/budgets.json" || fail "checking removed a budget"
 OOMGUARD_BUDGETS="$tmp/budgets.json" OOMGUARD_ACCEPT=prune "$binary" "$one" > "$tmp/prune.txt" 2>&1 ||
@@ -86,7 +97,9 @@ phase = json.load(open(sys.argv[2]))["phases"][0]
 assert phase["status"] == "oom" and phase["budget_bytes"] == 3 << 20, phase
 print("ok: an out-of-memory phase's report has its budget")
 b = json.load(open(sys.argv[1]))["budgets"]
-assert list(b["LayerTest.MeasureReportsStartPeakAndEnd"]) == ["scratch"], b
+mine = b["LayerTest.MeasureReportsStartPeakAndEnd"]
+assert sorted(mine) == ["mixed", "on_a_gpu", "scratch"], b  # other devices' budgets stay
+assert mine["mixed"] == {"cuda": "2MiB"}, mine
 assert "gone" in b["Other.Test"], "a test that did not run here lost its budgets"
 print("ok: a stale budget is listed, and removed with OOMGUARD_ACCEPT=prune only")
 PY

@@ -62,15 +62,23 @@ int64_t accepted_budget(int64_t peak_bytes, double headroom);
 // each other's entries. Returns the budget written.
 int64_t accept_budget(const std::string& path, const BudgetKey& key, int64_t peak_bytes);
 
-// The phases `test` has budgets for in `file` that are not among `measured` (phases it no
-// longer measures, or renamed), in the file's order.
+// The phases `test` has a `device_key` budget for ("cpu", "cuda:t4") in `file` that are not
+// among `measured` (phases it no longer measures, or renamed), in name order. Budgets of other
+// devices and cards are not judged: a phase may be measured only there.
 std::vector<std::string> stale_phases(
-    const BudgetFile& file, const std::string& test, const std::vector<std::string>& measured);
+    const BudgetFile& file,
+    const std::string& test,
+    const std::vector<std::string>& measured,
+    const std::string& device_key);
 
-// Removes every budget of `phases` of `test` from the file at `path` (under the same lock as
-// accept_budget), and the test when none is left. Returns how many phases were removed.
+// Removes the `device_key` budget of `phases` of `test` from the file at `path` (under the
+// same lock as accept_budget), a phase left without budgets and a test left without phases
+// too. Returns how many budgets were removed.
 int remove_budgets(
-    const std::string& path, const std::string& test, const std::vector<std::string>& phases);
+    const std::string& path,
+    const std::string& test,
+    const std::vector<std::string>& phases,
+    const std::string& device_key);
 
 // How a phase ended, as reports and JUnit files spell it (to_string).
 // kDeviceError: a CUDA error other than out-of-memory ended the phase (an illegal access, a

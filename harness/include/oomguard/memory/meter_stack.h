@@ -82,6 +82,7 @@ class MeterStack {
   TrackingAllocator& tracker_;
   std::unique_ptr<TraceRecorder> recorder_;
   std::unique_ptr<LiveByTag> live_;
+  bool naming_ = false;  // this stack switched naming untagged allocations by operator on
   std::unique_ptr<ModelledMeter> modelled_;
   std::unique_ptr<CudaMeter> cuda_;
   Meter* meter_;
