@@ -86,6 +86,14 @@ MeterOptions meter_options_from_env() {
       throw std::invalid_argument(
           "OOMGUARD_DEVICE=" + options.device + ": expected auto, cpu or cuda");
   }
+  if (const char* trace = env_or_null("OOMGUARD_TRACE")) {
+    if (resolve_device(options.device) != "cpu")
+      throw std::invalid_argument(
+          std::string("OOMGUARD_TRACE=") + trace +
+          ": a trace is recorded on the CPU meter, and this binary measures on CUDA; set "
+          "OOMGUARD_DEVICE=cpu to record one");
+    options.trace_path = trace;
+  }
   const char* card = env_or_null("OOMGUARD_CARD");
   const char* capacity = env_or_null("OOMGUARD_CAPACITY");
   if (card != nullptr && capacity != nullptr)

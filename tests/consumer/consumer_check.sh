@@ -143,6 +143,20 @@ grep -q "phase train of CharLMTest.Memory keeps 384KiB more after each step (the
 echo "ok: with the training leak the per-step check fails:"
 grep "keeps 384KiB more after each step" "$tmp/leak.txt" | head -n 1
 
+# The project's own trace (OOMGUARD_TRACE), replayed for a T4 and drawn by the installed CLI.
+if [ "$way" = find_package ]; then
+  (cd "$tmp/charlm" && OOMGUARD_TRACE="$tmp/charlm.jsonl" OOMGUARD_BUDGETS="$here/budgets.json" \
+    ./charlm_memory_test) > "$tmp/trace-test.txt" 2>&1 || { cat "$tmp/trace-test.txt"; fail "OOMGUARD_TRACE"; }
+  "$tmp/prefix/bin/oomguard" replay "$tmp/charlm.jsonl" --card t4 > "$tmp/charlm-replay.txt" 2>&1 ||
+    { cat "$tmp/charlm-replay.txt"; fail "the installed oomguard cannot replay the project's trace"; }
+  grep -q "^CharLMTest.Memory/evaluate " "$tmp/charlm-replay.txt" ||
+    { cat "$tmp/charlm-replay.txt"; fail "the project's phases are not in its trace"; }
+  "$tmp/prefix/bin/oomguard" plot "$tmp/charlm.jsonl" --card t4 -o "$tmp/charlm.svg" > /dev/null 2>&1 ||
+    fail "the installed oomguard cannot draw the project's trace"
+  [ -s "$tmp/charlm.svg" ] || fail "the installed oomguard drew an empty picture of the project's trace"
+  echo "ok: the project's own trace replayed and drawn by the installed oomguard"
+fi
+
 cp "$here/budgets.json" "$tmp/budgets.json"
 (cd "$tmp/charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
   ./charlm_memory_test) > "$tmp/accept.txt" 2>&1 || { cat "$tmp/accept.txt"; fail "accept"; }

@@ -38,6 +38,8 @@
 //   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking;
 //                          =prune also removes the budgets of phases a test that passed
 //                          no longer measures (without it they are listed)
+//   OOMGUARD_TRACE         CPU: record every allocation of the binary into this trace (JSON
+//                          Lines; phases named Suite.Name/phase) for oomguard replay and plot
 //   OOMGUARD_NAME_OPERATORS
 //                          1 (default): what is live outside every AllocTag is named by the
 //                          operator or autograd node that allocated it ("untagged:
