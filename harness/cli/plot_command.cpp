@@ -93,9 +93,30 @@ plot::RepeatPlot repeat_plot(const nlohmann::json& doc, const std::string& path)
   return p;
 }
 
+bool html_output(const std::string& path) {
+  return path.size() > 5 && path.substr(path.size() - 5) == ".html";
+}
+
+// Writes the picture (the SVG, or it in an HTML page titled `title`) and says so:
+// "wrote FILE: WHAT, 12.3 KiB[AFTER]".
+void write_picture(
+    const PlotArgs& args,
+    const std::string& svg,
+    const std::string& title,
+    const std::string& what,
+    const std::string& after = "") {
+  write_file_atomically(args.output, html_output(args.output) ? plot::wrap_html(svg, title) : svg);
+  std::printf(
+      "wrote %s: %s, %.1f KiB%s\n",
+      args.output.c_str(),
+      what.c_str(),
+      static_cast<double>(svg.size()) / 1024.0,
+      after.c_str());
+}
+
 // A comparison (oomguard compare --report) as bars: its largest changes first, then the
 // unchanged phases, at most kRows.
-int write_compare_plot(const nlohmann::json& doc, const PlotArgs& args, bool html) {
+int write_compare_plot(const nlohmann::json& doc, const PlotArgs& args) {
   constexpr size_t kRows = 40;
   const compare::Comparison c = compare::from_json(doc, args.input);
   plot::ComparePlot p;
@@ -120,13 +141,12 @@ int write_compare_plot(const nlohmann::json& doc, const PlotArgs& args, bool htm
   if (p.rows.empty())
     throw run::ConfigError(args.input + ": the comparison has no phases to draw");
   const std::string picture = plot::render_compare_svg(p);
-  write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
-  std::printf(
-      "wrote %s: %zu of %zu phases, base vs head, %.1f KiB\n",
-      args.output.c_str(),
-      p.rows.size(),
-      rows.size(),
-      static_cast<double>(picture.size()) / 1024.0);
+  write_picture(
+      args,
+      picture,
+      p.title,
+      std::to_string(p.rows.size()) + " of " + std::to_string(rows.size()) +
+          " phases, base vs head");
   return 0;
 }
 
@@ -199,7 +219,7 @@ plot::MemoryPlot test_report_plot(const nlohmann::json& doc, const std::string& 
 
 int plot_command(const PlotArgs& args) {
   const auto start = std::chrono::steady_clock::now();
-  const bool html = args.output.size() > 5 && args.output.substr(args.output.size() - 5) == ".html";
+  const bool html = html_output(args.output);
   const bool svg = args.output.size() > 4 && args.output.substr(args.output.size() - 4) == ".svg";
   if (!html && !svg)
     throw run::ConfigError("-o " + args.output + ": name an .svg or an .html file");
@@ -221,17 +241,15 @@ int plot_command(const PlotArgs& args) {
   const nlohmann::json doc = json_document(args.input);
   const std::string schema = doc.is_object() ? doc.value("schema", "") : "";
   if (schema == "oomguard.compare/1")
-    return write_compare_plot(doc, args, html);
+    return write_compare_plot(doc, args);
   if (schema == "oomguard.repeat/1") {
     const plot::RepeatPlot p = repeat_plot(doc, args.input);
     const std::string picture = plot::render_repeat_svg(p);
-    write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
-    std::printf(
-        "wrote %s: %zu seeds, %zu phases, %.1f KiB\n",
-        args.output.c_str(),
-        p.seeds.size(),
-        p.phases.size(),
-        static_cast<double>(picture.size()) / 1024.0);
+    write_picture(
+        args,
+        picture,
+        p.title,
+        std::to_string(p.seeds.size()) + " seeds, " + std::to_string(p.phases.size()) + " phases");
     return 0;
   }
   if (schema == "oomguard.report/1" && doc.contains("test")) {
@@ -241,12 +259,8 @@ int plot_command(const PlotArgs& args) {
       p.capacity_label = (card.empty() ? "capacity " : card + ": ") + plot::size_label(capacity);
     }
     const std::string picture = plot::render_svg(p);
-    write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
-    std::printf(
-        "wrote %s: %zu phases of a test's report, %.1f KiB\n",
-        args.output.c_str(),
-        p.phases.size(),
-        static_cast<double>(picture.size()) / 1024.0);
+    write_picture(
+        args, picture, p.title, std::to_string(p.phases.size()) + " phases of a test's report");
     return 0;
   }
   if (schema == "oomguard.report/1")
@@ -319,16 +333,17 @@ int plot_command(const PlotArgs& args) {
                plot::size_label(result.peak_reserved_bytes) +
                (result.oom ? "; out of memory at event " + std::to_string(result.events) : "");
   const std::string picture = plot::render_svg(p);
-  write_file_atomically(args.output, html ? plot::wrap_html(picture, p.title) : picture);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf(
-      "wrote %s: %zu events, %zu phases, %.1f KiB, in %.2f s\n",
-      args.output.c_str(),
-      p.allocated.size(),
-      p.phases.size(),
-      static_cast<double>(picture.size()) / 1024.0,
-      seconds);
+  char took[32];
+  std::snprintf(took, sizeof took, ", in %.2f s", seconds);
+  write_picture(
+      args,
+      picture,
+      p.title,
+      std::to_string(p.allocated.size()) + " events, " + std::to_string(p.phases.size()) +
+          " phases",
+      took);
   return 0;
 }
 
