@@ -100,7 +100,9 @@ has "over the limit 5%: evaluate +"
 expect 0 "$tmp/base.pickle" "$tmp/base.pickle"
 has "outcome: no change"
 expect 0 "$tmp/base.pickle" "$tmp/head.pickle"
-has "snapshot"
+has "outcome: 1 phase changed"
+# Frames matched without their line (the step here): "block3.mlp (evaluate)", not "(evaluate:7)".
+has "block3.mlp (evaluate) +"
 "$cli" replay "$tmp/base.jsonl" --card t4 --report "$tmp/replay-base.json" > /dev/null
 "$cli" replay "$tmp/head.jsonl" --card t4 --report "$tmp/replay-head.json" > /dev/null
 expect 1 "$tmp/replay-base.json" "$tmp/replay-head.json" --fail-above 5%
