@@ -12,10 +12,13 @@
 #include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
 #include "harness/compare/render.h"
+#include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
+#include <oomguard/memory/sizes.h>
 #include "harness/plot/compare_plot.h"
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/repeat_plot.h"
+#include "harness/repeat/summary.h"
 #include "harness/run/config.h"
 #include <oomguard/sim/replay.h>
 
@@ -56,38 +59,35 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// A repeat summary's iterations as seed peaks per phase.
+// A repeat summary's iterations as seed peaks per phase, read by the repeat library's reader.
 plot::RepeatPlot repeat_plot(const nlohmann::json& doc, const std::string& path) {
   plot::RepeatPlot p;
   p.title = "oomguard: peaks per seed of " + base_name(path);
+  repeat::Summary summary;
   try {
-    for (const auto& it : doc.at("iterations"))
-      for (const auto& ph : it.at("phases")) {
-        const auto name = ph.at("name").get<std::string>();
-        if (std::find(p.phases.begin(), p.phases.end(), name) == p.phases.end()) {
-          p.phases.push_back(name);
-          p.budgets.push_back(ph.at("budget_bytes").get<int64_t>());
-        }
-      }
-    for (const auto& it : doc.at("iterations")) {
-      plot::RepeatPlot::Seed s{
-          it.at("seed").get<uint64_t>(),
-          it.at("outcome").get<std::string>(),
-          std::vector<int64_t>(p.phases.size(), -1)};
-      for (const auto& ph : it.at("phases")) {
-        const auto at =
-            std::find(p.phases.begin(), p.phases.end(), ph.at("name").get<std::string>());
-        s.peaks[static_cast<size_t>(at - p.phases.begin())] =
-            ph.at("peak_allocated_bytes").get<int64_t>();
-      }
-      p.seeds.push_back(s);
-    }
-    const auto& st = doc.at("statistics");
-    p.subtitle = std::to_string(st.at("failures").get<int64_t>()) + " of " +
-                 std::to_string(st.at("runs").get<int64_t>()) + " runs failed";
-  } catch (const nlohmann::json::exception& e) {
+    summary = repeat::summary_from_json(doc);
+  } catch (const std::exception& e) {
     throw run::ConfigError(path + ": not a repeat summary (oomguard.repeat/1): " + e.what());
   }
+  for (const repeat::Iteration& it : summary.iterations)
+    for (const repeat::PhasePeak& ph : it.phases)
+      if (std::find(p.phases.begin(), p.phases.end(), ph.phase) == p.phases.end()) {
+        p.phases.push_back(ph.phase);
+        p.budgets.push_back(ph.budget_bytes);
+      }
+  int64_t failures = 0;
+  for (const repeat::Iteration& it : summary.iterations) {
+    plot::RepeatPlot::Seed s{
+        it.seed, memory::to_string(it.outcome), std::vector<int64_t>(p.phases.size(), -1)};
+    for (const repeat::PhasePeak& ph : it.phases) {
+      const auto at = std::find(p.phases.begin(), p.phases.end(), ph.phase);
+      s.peaks[static_cast<size_t>(at - p.phases.begin())] = ph.peak_bytes;
+    }
+    failures += it.passed() ? 0 : 1;
+    p.seeds.push_back(s);
+  }
+  p.subtitle = std::to_string(failures) + " of " + std::to_string(summary.iterations.size()) +
+               " runs failed";
   if (p.seeds.empty() || p.phases.empty())
     throw run::ConfigError(path + ": the repeat summary has no run with phases to draw");
   return p;
@@ -174,7 +174,7 @@ plot::MemoryPlot test_report_plot(const nlohmann::json& doc, const std::string& 
                                  ? info["emulated_card"].get<std::string>()
                                  : "";
     p.capacity_label =
-        (card.empty() ? "capacity " : card + ": ") + plot::size_label(p.capacity_bytes);
+        (card.empty() ? "capacity " : card + ": ") + memory::format_size(p.capacity_bytes);
     std::string predicted_for;
     for (const auto& phase : doc.at("phases")) {
       plot::PhaseSpan span;
@@ -256,7 +256,7 @@ int plot_command(const PlotArgs& args) {
     plot::MemoryPlot p = test_report_plot(doc, args.input);
     if (capacity > 0) {  // --card or --capacity draws another card's line
       p.capacity_bytes = capacity;
-      p.capacity_label = (card.empty() ? "capacity " : card + ": ") + plot::size_label(capacity);
+      p.capacity_label = (card.empty() ? "capacity " : card + ": ") + memory::format_size(capacity);
     }
     const std::string picture = plot::render_svg(p);
     write_picture(
@@ -306,7 +306,7 @@ int plot_command(const PlotArgs& args) {
   p.reserved_label = "reserved (caching-allocator model, " +
                      (conf.empty() ? std::string("default settings") : conf) + ")";
   p.capacity_bytes = capacity;
-  p.capacity_label = (card.empty() ? "capacity " : card + ": ") + plot::size_label(capacity);
+  p.capacity_label = (card.empty() ? "capacity " : card + ": ") + memory::format_size(capacity);
   size_t phase_index = 0;
   for (size_t i = 0; i < input.trace.events.size() && i < p.allocated.size(); ++i) {
     if (input.trace.events[i].op != sim::TraceEvent::Op::kPhase)
@@ -325,12 +325,12 @@ int plot_command(const PlotArgs& args) {
   }
   if (result.oom) {
     p.oom_index = static_cast<size_t>(result.events - 1);
-    p.oom_label = "out of memory: " + plot::size_label(result.oom->bytes) + " in " +
+    p.oom_label = "out of memory: " + memory::format_size(result.oom->bytes) + " in " +
                   result.oom->phase + (result.oom->tag.empty() ? "" : " (" + result.oom->tag + ")");
   }
   p.subtitle = std::to_string(p.allocated.size()) + " events, peak allocated " +
-               plot::size_label(result.peak_requested_bytes) + ", peak reserved " +
-               plot::size_label(result.peak_reserved_bytes) +
+               memory::format_size(result.peak_requested_bytes) + ", peak reserved " +
+               memory::format_size(result.peak_reserved_bytes) +
                (result.oom ? "; out of memory at event " + std::to_string(result.events) : "");
   const std::string picture = plot::render_svg(p);
   const double seconds =

@@ -108,7 +108,8 @@ void print_summary(const Summary& summary) {
     std::printf(" %12s", name.c_str());
   std::printf(" %8s\n", "seconds");
   for (const auto& it : summary.iterations) {
-    std::printf("%-8llu %-16s", static_cast<unsigned long long>(it.seed), it.outcome.c_str());
+    std::printf(
+        "%-8llu %-16s", static_cast<unsigned long long>(it.seed), memory::to_string(it.outcome));
     for (const auto& name : phases) {
       const auto p = std::find_if(
           it.phases.begin(), it.phases.end(), [&](const auto& q) { return q.phase == name; });
@@ -144,7 +145,7 @@ void print_summary(const Summary& summary) {
         "%s %llu (%s%s)\nreproduce: %s\n",
         worst->passed() ? "closest to a budget: seed" : "worst seed:",
         static_cast<unsigned long long>(worst->seed),
-        worst->outcome.c_str(),
+        memory::to_string(worst->outcome),
         worst->detail.empty() ? "" : (": " + worst->detail.substr(0, 160)).c_str(),
         stats.at("reproduce").get<std::string>().c_str());
   }
@@ -272,14 +273,14 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
     const std::string stem = "seed-" + std::to_string(child.seed);
     Iteration it =
         repeat::iteration_from_report(child.seed, code, seconds, read_json(dir / (stem + ".json")));
-    if (it.outcome == "error")
+    if (it.outcome == memory::PhaseStatus::kError)
       it.detail += "; its output: " + (dir / (stem + ".log")).string();
     std::printf(
         "[%zu/%zu] seed %llu: %s  %s  %.1f s\n",
         summary.iterations.size() + 1,
         seeds.size(),
         static_cast<unsigned long long>(child.seed),
-        it.outcome.c_str(),
+        memory::to_string(it.outcome),
         peaks_line(it).c_str(),
         seconds);
     std::fflush(stdout);

@@ -92,28 +92,24 @@ void write_report(const std::string& test, const TestRecord& record) {
     return;
   const PhaseResult& first = record.phases.front().result;
   const Prediction* predicted = first.predictions.empty() ? nullptr : &first.predictions.front();
-  std::string outcome = "pass";
+  memory::PhaseStatus outcome = memory::PhaseStatus::kPass;
   nlohmann::json oom = nullptr;
   nlohmann::json phases = nlohmann::json::array();
   for (const PhaseEntry& entry : record.phases) {
     phases.push_back(phase_json(entry));
+    outcome = memory::worst(outcome, entry.status);
     if (entry.status == memory::PhaseStatus::kOom && oom.is_null()) {
-      outcome = "oom";
       oom = {
           {"phase", entry.result.name},
           {"requested_bytes", memory::requested_bytes_from_oom_message(entry.result.oom)},
           {"message", entry.result.oom},
           {"predicted", !entry.result.predictions.empty()}};
-    } else if (entry.status == memory::PhaseStatus::kBudgetExceeded && outcome != "oom") {
-      outcome = "budget_exceeded";
-    } else if (entry.status == memory::PhaseStatus::kNearOom && outcome == "pass") {
-      outcome = "near_oom";
     }
   }
   const nlohmann::json doc = {
       {"schema", "oomguard.report/1"},
       {"test", {{"name", test}, {"source", "oomguard::gtest"}}},
-      {"outcome", outcome},
+      {"outcome", memory::to_string(outcome)},
       {"seed", record.seed},
       {"device", first.meter},
       {"device_info",

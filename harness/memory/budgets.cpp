@@ -246,8 +246,51 @@ const char* to_string(PhaseStatus status) {
       return "not_run";
     case PhaseStatus::kDeviceError:
       return "device_error";
+    case PhaseStatus::kError:
+      return "error";
   }
   return "not_run";
+}
+
+PhaseStatus phase_status_from_string(const std::string& text) {
+  for (PhaseStatus s :
+       {PhaseStatus::kPass,
+        PhaseStatus::kBudgetExceeded,
+        PhaseStatus::kNearOom,
+        PhaseStatus::kOom,
+        PhaseStatus::kInterrupted,
+        PhaseStatus::kNotRun,
+        PhaseStatus::kDeviceError,
+        PhaseStatus::kError}) {
+    if (text == to_string(s))
+      return s;
+  }
+  throw std::invalid_argument("\"" + text + "\" is not a phase status or outcome");
+}
+
+int severity(PhaseStatus status) {
+  switch (status) {
+    case PhaseStatus::kPass:
+    case PhaseStatus::kNotRun:
+      return 0;
+    case PhaseStatus::kNearOom:
+      return 1;
+    case PhaseStatus::kBudgetExceeded:
+      return 2;
+    case PhaseStatus::kOom:
+      return 3;
+    case PhaseStatus::kDeviceError:
+      return 4;
+    case PhaseStatus::kInterrupted:
+      return 5;
+    case PhaseStatus::kError:
+      return 6;
+  }
+  return 6;
+}
+
+PhaseStatus worst(PhaseStatus a, PhaseStatus b) {
+  return severity(b) > severity(a) ? b : a;
 }
 
 std::ostream& operator<<(std::ostream& out, PhaseStatus status) {

@@ -4,6 +4,7 @@
 
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/svg_text.h"
+#include <oomguard/memory/sizes.h>
 
 namespace oomguard::plot {
 namespace {
@@ -44,7 +45,7 @@ std::string render_compare_svg(const ComparePlot& plot) {
     svg += "<line x1=\"" + num(x_of(v)) + "\" x2=\"" + num(x_of(v)) + "\" y1=\"" + num(kHeader) +
            "\" y2=\"" + num(bottom) + "\" stroke=\"#e5e5e5\"/>\n";
     svg += "<text class=\"tick\" data-bytes=\"" + std::to_string(v) + "\" x=\"" + num(x_of(v)) +
-           "\" y=\"" + num(bottom + 16) + "\" text-anchor=\"middle\">" + size_label(v) +
+           "\" y=\"" + num(bottom + 16) + "\" text-anchor=\"middle\">" + memory::format_size(v) +
            "</text>\n";
   }
   for (size_t i = 0; i < plot.rows.size(); ++i) {
@@ -54,7 +55,13 @@ std::string render_compare_svg(const ComparePlot& plot) {
            "\" text-anchor=\"end\">" + xml_escape(r.label) + "</text>\n";
     if (r.base >= 0)
       svg +=
-          bar("base", kLeft, x_of(r.base), top, "#b0b0b0", r.base, "base: " + size_label(r.base));
+          bar("base",
+              kLeft,
+              x_of(r.base),
+              top,
+              "#b0b0b0",
+              r.base,
+              "base: " + memory::format_size(r.base));
     if (r.head >= 0)
       svg +=
           bar(r.over_limit ? "head over" : "head",
@@ -63,7 +70,7 @@ std::string render_compare_svg(const ComparePlot& plot) {
               top + kBar + 2,
               r.over_limit ? "#d62728" : "#1f77b4",
               r.head,
-              "head: " + size_label(r.head));
+              "head: " + memory::format_size(r.head));
     svg += "<text x=\"" + num(kRight + 10) + "\" y=\"" + num(top + kBar + 4) + "\" fill=\"" +
            (r.over_limit ? "#d62728" : "#333333") + "\">" + xml_escape(r.change) + "</text>\n";
   }

@@ -1,6 +1,7 @@
 #include "harness/plot/memory_plot.h"
 
 #include "harness/plot/svg_text.h"
+#include <oomguard/memory/sizes.h>
 
 #include <algorithm>
 #include <cmath>
@@ -69,24 +70,6 @@ class Canvas {
 
 }  // namespace
 
-std::string size_label(int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (std::fabs(v) >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f", v);
-  std::string s = text;
-  while (s.back() == '0')
-    s.pop_back();
-  if (s.back() == '.')
-    s.pop_back();
-  return s + kUnits[u];
-}
-
 std::string render_svg(const MemoryPlot& plot) {
   const size_t n = plot.allocated.size();
   int64_t data_max = 1;
@@ -128,7 +111,8 @@ std::string render_svg(const MemoryPlot& plot) {
     svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(c.y(v)) +
            "\" y2=\"" + num(c.y(v)) + "\" stroke=\"#dddddd\"/>\n";
     svg += "<text class=\"tick\" data-bytes=\"" + std::to_string(v) + "\" x=\"" + num(kLeft - 8) +
-           "\" y=\"" + num(c.y(v) + 4) + "\" text-anchor=\"end\">" + size_label(v) + "</text>\n";
+           "\" y=\"" + num(c.y(v) + 4) + "\" text-anchor=\"end\">" + memory::format_size(v) +
+           "</text>\n";
   }
   svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft) + "\" y1=\"" + num(kTop) +
          "\" y2=\"" + num(kBottom) + "\" stroke=\"#888888\"/>\n";
@@ -159,7 +143,7 @@ std::string render_svg(const MemoryPlot& plot) {
     if (x1 - x0 >= 110)
       svg += "<text x=\"" + num(x1 - 4) + "\" y=\"" + num(y - 5) +
              "\" text-anchor=\"end\" fill=\"" + kBudgetColour + "\">budget " +
-             size_label(p.budget_bytes) + "</text>\n";
+             memory::format_size(p.budget_bytes) + "</text>\n";
   }
   if (capacity_drawn) {
     const double y = c.y(plot.capacity_bytes);
@@ -179,13 +163,13 @@ std::string render_svg(const MemoryPlot& plot) {
            std::to_string(p.peak_bytes) + "\" cx=\"" +
            num(c.x(static_cast<double>(p.peak_index) + 0.5)) + "\" cy=\"" + num(c.y(p.peak_bytes)) +
            "\" r=\"4\" fill=\"" + kAllocatedColour + "\"><title>" + xml_escape(p.name) + " peak " +
-           size_label(p.peak_bytes) + "</title></circle>\n";
+           memory::format_size(p.peak_bytes) + "</title></circle>\n";
   }
   if (highest != nullptr) {
-    std::string label = "peak " + size_label(highest->peak_bytes) + " in " + highest->name;
+    std::string label = "peak " + memory::format_size(highest->peak_bytes) + " in " + highest->name;
     for (size_t k = 0; k < highest->live_at_peak.size() && k < 3; ++k)
       label += (k == 0 ? ": " : ", ") + highest->live_at_peak[k].tag + " " +
-               size_label(highest->live_at_peak[k].bytes);
+               memory::format_size(highest->live_at_peak[k].bytes);
     const double px = c.x(static_cast<double>(highest->peak_index) + 0.5);
     const bool right_half = px > (kLeft + kRight) / 2;
     svg += "<text class=\"peak-label\" x=\"" + num(right_half ? px - 8 : px + 8) + "\" y=\"" +

@@ -47,7 +47,4 @@ std::string render_svg(const MemoryPlot& plot);
 // `svg` in a minimal HTML page titled `title`.
 std::string wrap_html(const std::string& svg, const std::string& title);
 
-// Bytes as a short label: "512B", "1.5KiB", "27.2MiB", "14.25GiB".
-std::string size_label(int64_t bytes);
-
 }  // namespace oomguard::plot

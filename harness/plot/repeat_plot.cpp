@@ -4,6 +4,7 @@
 
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/svg_text.h"
+#include <oomguard/memory/sizes.h>
 
 namespace oomguard::plot {
 namespace {
@@ -40,7 +41,7 @@ std::string render_repeat_svg(const RepeatPlot& plot) {
              "\" y2=\"" + num(y_of(v)) + "\" stroke=\"#e5e5e5\"/>\n";
       svg += "<text class=\"tick\" data-phase=\"" + xml_escape(plot.phases[p]) +
              "\" data-bytes=\"" + std::to_string(v) + "\" x=\"" + num(kLeft - 8) + "\" y=\"" +
-             num(y_of(v) + 4) + "\" text-anchor=\"end\">" + size_label(v) + "</text>\n";
+             num(y_of(v) + 4) + "\" text-anchor=\"end\">" + memory::format_size(v) + "</text>\n";
     }
     if (plot.budgets[p] >= 0) {
       const double y = y_of(plot.budgets[p]);
@@ -49,8 +50,8 @@ std::string render_repeat_svg(const RepeatPlot& plot) {
              "\" x2=\"" + num(kRight) + "\" y1=\"" + num(y) + "\" y2=\"" + num(y) +
              "\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"8 4\"/>\n";
       svg += "<text x=\"" + num(kRight - 4) + "\" y=\"" + num(y - 5) +
-             "\" text-anchor=\"end\" fill=\"#d62728\">budget " + size_label(plot.budgets[p]) +
-             "</text>\n";
+             "\" text-anchor=\"end\" fill=\"#d62728\">budget " +
+             memory::format_size(plot.budgets[p]) + "</text>\n";
     }
     for (size_t i = 0; i < n; ++i) {
       const auto& s = plot.seeds[i];
@@ -65,7 +66,7 @@ std::string render_repeat_svg(const RepeatPlot& plot) {
       svg += "<circle class=\"seed\" data-seed=\"" + std::to_string(s.seed) + "\" data-bytes=\"" +
              std::to_string(s.peaks[p]) + "\" cx=\"" + num(x_of(i)) + "\" cy=\"" +
              num(y_of(s.peaks[p])) + "\" r=\"4\" fill=\"" + (failed ? "#d62728" : "#1f77b4") +
-             "\"><title>" + xml_escape(tip + ", peak " + size_label(s.peaks[p])) +
+             "\"><title>" + xml_escape(tip + ", peak " + memory::format_size(s.peaks[p])) +
              "</title></circle>\n";
     }
     svg += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kRight) + "\" y1=\"" + num(bottom) +

@@ -12,17 +12,6 @@
 namespace oomguard::repeat {
 namespace {
 
-// How bad an outcome is, for picking the worst iteration.
-int severity(const Iteration& it) {
-  if (it.outcome == "pass")
-    return 0;
-  if (it.outcome == "budget_exceeded")
-    return 1;
-  if (it.outcome == "oom")
-    return 2;
-  return 3;  // error, interrupted, device_error: no figures to trust
-}
-
 double pressure(const Iteration& it) {
   double worst = 0.0;
   for (const auto& p : it.phases) {
@@ -98,6 +87,14 @@ T field(const nlohmann::json& j, const char* key, const char* what) {
   }
 }
 
+memory::PhaseStatus status_field(const nlohmann::json& j, const char* key, const char* what) {
+  try {
+    return memory::phase_status_from_string(field<std::string>(j, key, what));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(what) + ": \"" + key + "\": " + e.what());
+  }
+}
+
 }  // namespace
 
 std::vector<uint64_t> Plan::seeds() const {
@@ -114,15 +111,15 @@ Iteration iteration_from_report(
   it.exit_code = exit_code;
   it.wall_seconds = wall_seconds;
   if (!report.is_object() || !report.contains("outcome")) {
-    it.outcome = "error";
+    it.outcome = memory::PhaseStatus::kError;
     it.detail = "exit code " + std::to_string(exit_code) + " and no report";
     return it;
   }
-  it.outcome = report.at("outcome").get<std::string>();
+  it.outcome = memory::phase_status_from_string(report.at("outcome").get<std::string>());
   for (const auto& p : report.at("phases")) {
     it.phases.push_back(
         {p.at("name").get<std::string>(),
-         p.at("status").get<std::string>(),
+         memory::phase_status_from_string(p.at("status").get<std::string>()),
          p.at("peak_allocated_bytes").get<int64_t>(),
          p.at("budget_bytes").get<int64_t>()});
   }
@@ -143,8 +140,9 @@ std::string reproduce_command(const Plan& plan, uint64_t seed) {
 const Iteration* worst_iteration(const Summary& summary) {
   const Iteration* worst = nullptr;
   for (const auto& it : summary.iterations) {
-    if (worst == nullptr || severity(it) > severity(*worst) ||
-        (severity(it) == severity(*worst) && pressure(it) > pressure(*worst)))
+    const int a = memory::severity(it.outcome);
+    const int b = worst == nullptr ? -1 : memory::severity(worst->outcome);
+    if (a > b || (a == b && pressure(it) > pressure(*worst)))
       worst = &it;
   }
   return worst;
@@ -158,12 +156,12 @@ nlohmann::json to_json(const Summary& summary) {
     for (const auto& p : it.phases)
       phases.push_back(
           {{"name", p.phase},
-           {"status", p.status},
+           {"status", memory::to_string(p.status)},
            {"peak_allocated_bytes", p.peak_bytes},
            {"budget_bytes", p.budget_bytes}});
     iterations.push_back(
         {{"seed", it.seed},
-         {"outcome", it.outcome},
+         {"outcome", memory::to_string(it.outcome)},
          {"exit_code", it.exit_code},
          {"wall_seconds", it.wall_seconds},
          {"phases", phases},
@@ -196,14 +194,14 @@ Summary summary_from_json(const nlohmann::json& doc) {
   for (const auto& j : field<nlohmann::json>(doc, "iterations", "summary")) {
     Iteration it;
     it.seed = field<uint64_t>(j, "seed", "iteration");
-    it.outcome = field<std::string>(j, "outcome", "iteration");
+    it.outcome = status_field(j, "outcome", "iteration");
     it.exit_code = field<int>(j, "exit_code", "iteration");
     it.wall_seconds = field<double>(j, "wall_seconds", "iteration");
     it.detail = field<std::string>(j, "detail", "iteration");
     for (const auto& p : field<nlohmann::json>(j, "phases", "iteration"))
       it.phases.push_back(
           {field<std::string>(p, "name", "phase"),
-           field<std::string>(p, "status", "phase"),
+           status_field(p, "status", "phase"),
            field<int64_t>(p, "peak_allocated_bytes", "phase"),
            field<int64_t>(p, "budget_bytes", "phase")});
     s.iterations.push_back(std::move(it));
@@ -265,11 +263,13 @@ std::string to_junit(const Summary& summary) {
     xml += open;
     std::string peaks;
     for (const auto& p : it.phases)
-      peaks += p.phase + ": " + p.status + ", peak " + std::to_string(p.peak_bytes) +
-               " B, budget " + std::to_string(p.budget_bytes) + " B\n";
+      peaks += p.phase + ": " + memory::to_string(p.status) + ", peak " +
+               std::to_string(p.peak_bytes) + " B, budget " + std::to_string(p.budget_bytes) +
+               " B\n";
     if (!it.passed()) {
-      xml += "    <failure type=\"" + xml_escape(it.outcome) + "\" message=\"" +
-             xml_escape(it.outcome + (it.detail.empty() ? "" : ": " + it.detail)) + "\">" +
+      const std::string outcome = memory::to_string(it.outcome);
+      xml += "    <failure type=\"" + xml_escape(outcome) + "\" message=\"" +
+             xml_escape(outcome + (it.detail.empty() ? "" : ": " + it.detail)) + "\">" +
              xml_escape("reproduce: " + reproduce_command(summary.plan, it.seed) + "\n" + peaks) +
              "</failure>\n";
     }

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <oomguard/memory/budgets.h>
+
 namespace oomguard::repeat {
 
 struct Plan {
@@ -23,20 +25,21 @@ struct Plan {
 
 struct PhasePeak {
   std::string phase;
-  std::string status;
+  memory::PhaseStatus status = memory::PhaseStatus::kPass;
   int64_t peak_bytes = 0;
   int64_t budget_bytes = 0;
 };
 
 struct Iteration {
   uint64_t seed = 0;
-  std::string outcome;  // a report's outcome, or "error" when the run left no report
+  // the report's outcome, or kError when the run left no report
+  memory::PhaseStatus outcome = memory::PhaseStatus::kError;
   int exit_code = 0;
   double wall_seconds = 0.0;
   std::vector<PhasePeak> phases;
   std::string detail;  // the OOM's phase and message, or why there is no report
 
-  bool passed() const { return outcome == "pass"; }
+  bool passed() const { return outcome == memory::PhaseStatus::kPass; }
 };
 
 struct Summary {
@@ -51,8 +54,8 @@ Iteration iteration_from_report(
 // The command line that reruns `seed` alone.
 std::string reproduce_command(const Plan& plan, uint64_t seed);
 
-// The iteration that came closest to failing or failed worst: an OOM before a budget
-// failure, then the highest peak/budget ratio. Null for an empty summary.
+// The iteration that came closest to failing or failed worst: the worst outcome
+// (memory::worst), then the highest peak/budget ratio. Null for an empty summary.
 const Iteration* worst_iteration(const Summary& summary);
 
 // The statistics object of the summary JSON: runs, failures, failure_rate, wilson_95,

@@ -78,20 +78,13 @@ bool run_phase(
       report.device_error = OomReport{name, -1, e.what_without_backtrace()};
     }
   }
-  if (ended) {
-    phase.status = *ended;
-    report.outcome = *ended;
-  } else {
-    const memory::PhaseStatus verdict = memory::phase_verdict(
-        phase.memory.peak_allocated_bytes,
-        budget,
-        phase.memory.num_alloc_retries,
-        options.fail_on_retry);
-    phase.status = verdict;
-    if (verdict == memory::PhaseStatus::kBudgetExceeded ||
-        (verdict == memory::PhaseStatus::kNearOom && report.outcome == memory::PhaseStatus::kPass))
-      report.outcome = verdict;
-  }
+  phase.status = ended ? *ended
+                       : memory::phase_verdict(
+                             phase.memory.peak_allocated_bytes,
+                             budget,
+                             phase.memory.num_alloc_retries,
+                             options.fail_on_retry);
+  report.outcome = memory::worst(report.outcome, phase.status);
   if (options.on_phase)
     options.on_phase(phase);
   return !ended.has_value();
@@ -115,7 +108,7 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
     run_phases(config, meter, options, report);
   } catch (const c10::OutOfMemoryError& e) {
     // Outside every phase: the model or the data did not fit at all.
-    report.outcome = memory::PhaseStatus::kOom;
+    report.outcome = memory::worst(report.outcome, memory::PhaseStatus::kOom);
     report.oom = make_oom_report("setup", e);
   }
   return report;

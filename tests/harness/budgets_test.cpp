@@ -126,6 +126,27 @@ TEST_F(BudgetsTest, ConcurrentAcceptsLoseNothing) {
       << "accepting left files beside the budgets";
 }
 
+TEST(Outcome, OneRankingFromPassToNoReport) {
+  const std::vector<PhaseStatus> order = {
+      PhaseStatus::kPass,
+      PhaseStatus::kNearOom,
+      PhaseStatus::kBudgetExceeded,
+      PhaseStatus::kOom,
+      PhaseStatus::kDeviceError,
+      PhaseStatus::kInterrupted,
+      PhaseStatus::kError};
+  for (size_t i = 0; i < order.size(); ++i)
+    for (size_t j = 0; j < order.size(); ++j)
+      EXPECT_EQ(worst(order[i], order[j]), order[std::max(i, j)])
+          << order[i] << " and " << order[j];
+  EXPECT_EQ(worst(PhaseStatus::kNotRun, PhaseStatus::kPass), PhaseStatus::kNotRun);
+  EXPECT_EQ(worst(PhaseStatus::kPass, PhaseStatus::kNotRun), PhaseStatus::kPass);
+  for (PhaseStatus s : order)
+    EXPECT_EQ(phase_status_from_string(to_string(s)), s);
+  EXPECT_EQ(phase_status_from_string("not_run"), PhaseStatus::kNotRun);
+  EXPECT_THROW(phase_status_from_string("Pass"), std::invalid_argument);
+}
+
 TEST(Verdict, BudgetThenRetries) {
   EXPECT_EQ(phase_verdict(10, 20, 0, false), PhaseStatus::kPass);
   EXPECT_EQ(phase_verdict(30, 20, 0, false), PhaseStatus::kBudgetExceeded);

@@ -47,10 +47,11 @@ TEST(FlakeStats, SpreadTakesTheMiddleOfAnEvenCount) {
 Iteration make_iteration(uint64_t seed, const std::string& outcome, int64_t eval_peak) {
   Iteration it;
   it.seed = seed;
-  it.outcome = outcome;
+  it.outcome = memory::phase_status_from_string(outcome);
   it.exit_code = outcome == "pass" ? 0 : (outcome == "oom" ? 3 : 1);
   it.wall_seconds = 1.0 + static_cast<double>(seed);
-  it.phases = {{"train", "pass", 100, 200}, {"evaluate", outcome, eval_peak, 50}};
+  it.phases = {
+      {"train", memory::PhaseStatus::kPass, 100, 200}, {"evaluate", it.outcome, eval_peak, 50}};
   if (outcome == "oom")
     it.detail = "out of memory in evaluate: Tried to allocate 2.00 MiB";
   return it;
@@ -93,6 +94,29 @@ TEST(Summary, MergedShardsGiveTheStatisticsOfOneRun) {
   EXPECT_EQ(stats.at("peaks")[1].at("median_bytes"), 47.5);  // evaluate: 40 .. 55 step 3
 }
 
+TEST(Summary, WorstSeedFollowsTheRunsOwnRanking) {
+  // A near-OOM (retries under --fail-on-retry) is milder than an OOM, as in a run's outcome.
+  Summary s = example(0, 1);
+  s.iterations[3] = make_iteration(13, "near_oom", 80);
+  EXPECT_EQ(to_json(s).at("statistics").at("worst_seed"), 11);
+  s.iterations[1] = make_iteration(11, "pass", 40);
+  EXPECT_EQ(to_json(s).at("statistics").at("worst_seed"), 13);
+  s.iterations[4] = make_iteration(14, "error", 0);
+  EXPECT_EQ(to_json(s).at("statistics").at("worst_seed"), 14);
+}
+
+TEST(Summary, ReadingRefusesAnOutcomeNoRunWrites) {
+  nlohmann::json doc = to_json(example(0, 1));
+  doc["iterations"][0]["outcome"] = "flaky";
+  try {
+    summary_from_json(doc);
+    FAIL() << "an unknown outcome was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"flaky\" is not a phase status"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Summary, MergeRefusesMismatchedOrOverlappingShards) {
   Summary other = example(1, 2);
   other.plan.run_args.push_back("--card");
@@ -113,7 +137,7 @@ TEST(Summary, RoundTripsThroughJson) {
 TEST(Summary, AllPassingReportsTheRateBound) {
   Summary s = example(0, 1);
   for (auto& it : s.iterations)
-    it.outcome = "pass";
+    it.outcome = memory::PhaseStatus::kPass;
   EXPECT_NEAR(to_json(s).at("statistics").at("upper_bound_95").get<double>(), 0.3930, 1e-4);
 }
 

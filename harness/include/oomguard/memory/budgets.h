@@ -80,9 +80,11 @@ int remove_budgets(
     const std::vector<std::string>& phases,
     const std::string& device_key);
 
-// How a phase ended, as reports and JUnit files spell it (to_string).
+// How a phase ended, and so how a run ended (its outcome: the worst of its phases), as
+// reports and JUnit files spell it (to_string).
 // kDeviceError: a CUDA error other than out-of-memory ended the phase (an illegal access, a
 // cuBLAS or driver failure): the run stops there, its report says where.
+// kError: a run that left no report at all (a repeat's iteration whose process crashed).
 enum class PhaseStatus {
   kPass,
   kBudgetExceeded,
@@ -90,11 +92,22 @@ enum class PhaseStatus {
   kOom,
   kInterrupted,
   kNotRun,
-  kDeviceError
+  kDeviceError,
+  kError
 };
 const char* to_string(PhaseStatus status);  // "pass", "budget_exceeded", "near_oom", ...
+// The status to_string spells `text`; throws std::invalid_argument naming it otherwise.
+PhaseStatus phase_status_from_string(const std::string& text);
 // Writes to_string(status) (GoogleTest prints a status with it).
 std::ostream& operator<<(std::ostream& out, PhaseStatus status);
+
+// The worse of two statuses, in the one ranking every outcome follows:
+// pass = not_run < near_oom < budget_exceeded < oom < device_error < interrupted < error.
+// An ending that stopped the run outranks a verdict on figures it measured; a run with no
+// report at all is the worst, since nothing of it can be trusted.
+PhaseStatus worst(PhaseStatus a, PhaseStatus b);
+// The rank worst() compares: 0 for pass and not_run, higher for worse.
+int severity(PhaseStatus status);
 
 // The verdict on a phase that ended by itself: over its budget, else near an OOM (the
 // allocator freed its cache and retried) when retries fail the phase, else pass. A budget of
