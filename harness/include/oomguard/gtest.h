@@ -32,8 +32,12 @@
 //                          names (<oomguard/sim/gpu_rules.h>: cublas_workspace,
 //                          sdpa_attention)
 //   OOMGUARD_SEED          the seed of every test; else a counter per test in
-//                          OOMGUARD_SEED_COUNTER_DIR (default ./oomguard-seeds), so
-//                          `ctest --repeat until-fail:N` tries a new seed each time
+//                          OOMGUARD_SEED_COUNTER_DIR, so `ctest --repeat until-fail:N`
+//                          tries a new seed each time
+//   OOMGUARD_SEED_COUNTER_DIR
+//                          where the per-test seed counters live (default ./oomguard-seeds;
+//                          oomguard_add_memory_test sets one in the build folder)
+//   OOMGUARD_THREADS       LibTorch's intra-op threads in a MemoryTest (default 2)
 //   OOMGUARD_BUDGETS       the budgets file of EXPECT_PHASE_WITHIN_BUDGET
 //   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking;
 //                          =prune also removes the budgets of phases a test that passed
