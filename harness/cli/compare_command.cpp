@@ -4,18 +4,19 @@
 
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/inputs.h"
 #include "harness/compare/compare.h"
 #include "harness/compare/render.h"
 
 namespace oomguard::cli {
 
 int compare_command(const CompareArgs& args) {
-  std::vector<compare::Limit> limits;
-  for (const auto& text : args.limits)
-    limits.push_back(compare::parse_limit(text));
-  const compare::Side base = compare::read_side(args.base);
-  const compare::Side head = compare::read_side(args.head);
-  const compare::Comparison c = compare::compare(base, head, limits);
+  const compare::Comparison c = given([&] {
+    std::vector<compare::Limit> limits;
+    for (const auto& text : args.limits)
+      limits.push_back(compare::parse_limit(text));
+    return compare::compare(compare::read_side(args.base), compare::read_side(args.head), limits);
+  });
 
   if (!args.report_file.empty())
     write_file_atomically(args.report_file, compare::to_json(c).dump(2) + "\n");

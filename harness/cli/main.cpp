@@ -1,6 +1,6 @@
 // oomguard: the command line. Every option of every command is declared here, the one file
-// that compiles CLI11 (a file declaring options with it took 15 s to compile at -O3 here). Only the
-// cli/ files turn errors into exit codes.
+// that compiles CLI11 (a file declaring options with it took 15 s to compile at -O3 here).
+// main() is the one place exceptions become exit codes (harness/cli/exit_codes.h).
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -15,6 +15,7 @@
 #include "harness/cli/repeat_command.h"
 #include "harness/cli/replay_command.h"
 #include "harness/cli/run_command.h"
+#include "harness/usage_error.h"
 #include <oomguard/memory/cards.h>
 
 namespace oomguard::cli {
@@ -185,15 +186,15 @@ RunArgs parse_run_args(const std::vector<std::string>& run_args) {
   try {
     parser.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    throw run::ConfigError(std::string("run options: ") + e.what());
+    throw UsageError(std::string("run options: ") + e.what());
   }
   for (const char* owned : {"--seed", "--report", "--print-config", "--print-budgets"}) {
     if (parser.count(owned) > 0)
-      throw run::ConfigError(
+      throw UsageError(
           std::string("repeat: ") + owned + " belongs to repeat, not to the runs it starts");
   }
   if (!args.trace_file.empty() || !args.snapshot_file.empty())
-    throw run::ConfigError(
+    throw UsageError(
         std::string("repeat: ") + (args.trace_file.empty() ? "--snapshot" : "--trace") +
         " would have every run write the same file; record one run with oomguard run");
   return args;
@@ -283,10 +284,13 @@ int main(int argc, char** argv) {
     if (*compare)
       return compare_command(compare_args);
     return merge_command(merge_args);
-  } catch (const c10::Error& e) {  // before std::exception: what() carries a backtrace
-    std::fprintf(stderr, "oomguard: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
+  } catch (const oomguard::UsageError& e) {  // thrown only by parsing and resolving
     std::fprintf(stderr, "oomguard: %s\n", e.what());
+    return kExitUsage;
+  } catch (const c10::Error& e) {  // before std::exception: what() carries a backtrace
+    std::fprintf(stderr, "oomguard: internal error: %s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "oomguard: internal error: %s\n", e.what());
   }
-  return kExitUsage;
+  return kExitInternal;
 }

@@ -10,7 +10,7 @@
 
 #include "harness/atomic_file.h"
 #include "harness/cli/replay_command.h"
-#include "harness/cli/run_command.h"
+#include "harness/cli/inputs.h"
 #include "harness/compare/render.h"
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
@@ -19,7 +19,6 @@
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/repeat_plot.h"
 #include "harness/repeat/summary.h"
-#include "harness/run/config.h"
 #include <oomguard/sim/replay.h>
 
 namespace oomguard::cli {
@@ -35,11 +34,11 @@ struct RunFacts {
 RunFacts read_run_report(const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    throw run::ConfigError("--run-report " + path + ": cannot be opened");
+    throw UsageError("--run-report " + path + ": cannot be opened");
   const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || doc.value("schema", "") != "oomguard.report/1" ||
       !doc.contains("phases") || !doc["phases"].is_array())
-    throw run::ConfigError("--run-report " + path + ": not a run report (oomguard.report/1)");
+    throw UsageError("--run-report " + path + ": not a run report (oomguard.report/1)");
   RunFacts facts;
   try {
     for (const auto& p : doc["phases"])
@@ -49,7 +48,7 @@ RunFacts read_run_report(const std::string& path) {
     if (info.contains("emulated_card") && info["emulated_card"].is_string())
       facts.card = info["emulated_card"].get<std::string>();
   } catch (const nlohmann::json::exception& e) {
-    throw run::ConfigError("--run-report " + path + ": " + e.what());
+    throw UsageError("--run-report " + path + ": " + e.what());
   }
   return facts;
 }
@@ -67,7 +66,7 @@ plot::RepeatPlot repeat_plot(const nlohmann::json& doc, const std::string& path)
   try {
     summary = repeat::summary_from_json(doc);
   } catch (const std::exception& e) {
-    throw run::ConfigError(path + ": not a repeat summary (oomguard.repeat/1): " + e.what());
+    throw UsageError(path + ": not a repeat summary (oomguard.repeat/1): " + e.what());
   }
   for (const repeat::Iteration& it : summary.iterations)
     for (const repeat::PhasePeak& ph : it.phases)
@@ -89,7 +88,7 @@ plot::RepeatPlot repeat_plot(const nlohmann::json& doc, const std::string& path)
   p.subtitle = std::to_string(failures) + " of " + std::to_string(summary.iterations.size()) +
                " runs failed";
   if (p.seeds.empty() || p.phases.empty())
-    throw run::ConfigError(path + ": the repeat summary has no run with phases to draw");
+    throw UsageError(path + ": the repeat summary has no run with phases to draw");
   return p;
 }
 
@@ -139,7 +138,7 @@ int write_compare_plot(const nlohmann::json& doc, const PlotArgs& args) {
     p.rows.push_back({c.label(r), bar(d.base), bar(d.head), r.over_limit, change});
   }
   if (p.rows.empty())
-    throw run::ConfigError(args.input + ": the comparison has no phases to draw");
+    throw UsageError(args.input + ": the comparison has no phases to draw");
   const std::string picture = plot::render_compare_svg(p);
   write_picture(
       args,
@@ -208,7 +207,7 @@ plot::MemoryPlot test_report_plot(const nlohmann::json& doc, const std::string& 
     p.reserved_label = predicted_for.empty() ? "reserved (measured)"
                                              : "reserved (predicted for " + predicted_for + ")";
   } catch (const nlohmann::json::exception& e) {
-    throw run::ConfigError(path + ": not a test's report (oomguard.report/1): " + e.what());
+    throw UsageError(path + ": not a test's report (oomguard.report/1): " + e.what());
   }
   p.subtitle = std::to_string(p.phases.size()) +
                " phases from a test's report: each one's start, peak and end (no trace)";
@@ -222,7 +221,7 @@ int plot_command(const PlotArgs& args) {
   const bool html = html_output(args.output);
   const bool svg = args.output.size() > 4 && args.output.substr(args.output.size() - 4) == ".svg";
   if (!html && !svg)
-    throw run::ConfigError("-o " + args.output + ": name an .svg or an .html file");
+    throw UsageError("-o " + args.output + ": name an .svg or an .html file");
   const RunFacts facts = args.run_report.empty() ? RunFacts{} : read_run_report(args.run_report);
   check_writable(args.output, "-o");
 
@@ -264,7 +263,7 @@ int plot_command(const PlotArgs& args) {
     return 0;
   }
   if (schema == "oomguard.report/1")
-    throw run::ConfigError(
+    throw UsageError(
         args.input +
         " is a run report: plot the run's trace and give the report for its "
         "budgets, oomguard plot TRACE --run-report " +
@@ -274,7 +273,7 @@ int plot_command(const PlotArgs& args) {
     PlotArgs again = args;
     again.input = doc.value("trace", "");
     if (!std::ifstream(again.input))
-      throw run::ConfigError(
+      throw UsageError(
           args.input + ": the trace it replayed, " + again.input + ", cannot be opened");
     if (args.card.empty() && args.capacity.empty()) {
       if (doc.contains("card") && doc["card"].is_string())
@@ -294,7 +293,7 @@ int plot_command(const PlotArgs& args) {
   try {
     settings = sim::AllocatorSettings::parse(conf);
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(std::string("--alloc-conf: ") + e.what());
+    throw UsageError(std::string("--alloc-conf: ") + e.what());
   }
   sim::Timeline timeline;
   const sim::ReplayResult result = sim::replay(input.trace, settings, device, &timeline);

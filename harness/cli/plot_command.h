@@ -16,7 +16,7 @@ struct PlotArgs {
 // file that compiles CLI11).
 void add_plot_options(CLI::App& app, PlotArgs& args);
 
-// Writes the picture; returns the exit code (0; bad input throws run::ConfigError).
+// Writes the picture; returns the exit code (0; bad input throws UsageError).
 int plot_command(const PlotArgs& args);
 
 }  // namespace oomguard::cli

@@ -51,10 +51,10 @@ void parse_shard(const std::string& text, repeat::Plan& plan) {
     if (used_i != slash || used_k != text.size() - slash - 1)
       throw std::invalid_argument("trailing characters");
   } catch (const std::exception&) {
-    throw run::ConfigError("--shard " + text + ": expected I/K, e.g. 0/2 (I counts from 0)");
+    throw UsageError("--shard " + text + ": expected I/K, e.g. 0/2 (I counts from 0)");
   }
   if (plan.shard_count < 1 || plan.shard_index < 0 || plan.shard_index >= plan.shard_count)
-    throw run::ConfigError("--shard " + text + ": need K >= 1 and 0 <= I < K");
+    throw UsageError("--shard " + text + ": need K >= 1 and 0 <= I < K");
 }
 
 pid_t spawn_run(const std::vector<std::string>& argv, const fs::path& log) {
@@ -168,9 +168,9 @@ int finish(const Summary& summary, const std::string& report_file, const std::st
 
 int repeat_command(const RepeatArgs& args, const std::string& program) {
   if (args.runs < 1)
-    throw run::ConfigError("repeat -n " + std::to_string(args.runs) + ": need at least 1 run");
+    throw UsageError("repeat -n " + std::to_string(args.runs) + ": need at least 1 run");
   if (args.jobs < 1)
-    throw run::ConfigError("repeat --jobs " + std::to_string(args.jobs) + ": need at least 1");
+    throw UsageError("repeat --jobs " + std::to_string(args.jobs) + ": need at least 1");
   repeat::Plan plan;
   plan.seed_start = static_cast<uint64_t>(args.seed_start);
   plan.runs = args.runs;
@@ -179,7 +179,7 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
   if (!args.shard.empty())
     parse_shard(args.shard, plan);
   if (plan.seed_start + static_cast<uint64_t>(plan.runs) - 1 > 4294967295ull)
-    throw run::ConfigError("repeat: seeds past 4294967295; lower --seed-start or -n");
+    throw UsageError("repeat: seeds past 4294967295; lower --seed-start or -n");
   // Parallel runs share the cores: each gets its share, and the reproduce command says so.
   const bool threads_given =
       std::any_of(plan.run_args.begin(), plan.run_args.end(), [](const std::string& a) {
@@ -197,7 +197,7 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
   const std::string device = asked_device(run_args.device);
   if (args.jobs > 1 && (device == "cuda" || (device == "auto" && memory::cuda_meter_built() &&
                                              memory::cuda_device_count() > 0)))
-    throw run::ConfigError(
+    throw UsageError(
         "repeat --jobs " + std::to_string(args.jobs) +
         " on CUDA: the runs would share one GPU, each capped at the emulated card by a memory "
         "fraction of its own, so together they could hold more than the card and each sees "
@@ -304,11 +304,11 @@ int merge_command(const MergeArgs& args) {
   for (const auto& file : args.files) {
     const nlohmann::json doc = read_json(file);
     if (doc.is_null())
-      throw run::ConfigError("merge: " + file + ": cannot be read as JSON");
+      throw UsageError("merge: " + file + ": cannot be read as JSON");
     try {
       shards.push_back(repeat::summary_from_json(doc));
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError("merge: " + file + ": " + e.what());
+      throw UsageError("merge: " + file + ": " + e.what());
     }
   }
   check_writable(args.report_file, "--report");
@@ -317,7 +317,7 @@ int merge_command(const MergeArgs& args) {
   try {
     merged = repeat::merge(shards);
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(e.what());
+    throw UsageError(e.what());
   }
   const auto planned = static_cast<size_t>(merged.plan.runs);
   if (merged.iterations.size() != planned)

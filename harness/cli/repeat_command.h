@@ -19,7 +19,7 @@ struct RepeatArgs {
 
 // Parses the run options repeat passes on, exactly as `run` would, refusing those that belong
 // to repeat (--seed, --report, ...) or would have every run write one file; throws
-// run::ConfigError naming what is wrong (harness/cli/main.cpp).
+// UsageError naming what is wrong (harness/cli/main.cpp).
 RunArgs parse_run_args(const std::vector<std::string>& run_args);
 
 // `program` is how oomguard was invoked (argv[0]), for the reproduce commands.

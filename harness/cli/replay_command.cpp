@@ -14,10 +14,9 @@
 
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
-#include "harness/cli/run_command.h"
+#include "harness/cli/inputs.h"
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
-#include "harness/run/config.h"
 #include "harness/sim/pickle.h"
 #include <oomguard/sim/gpu_rules.h>
 #include <oomguard/sim/replay.h>
@@ -29,19 +28,18 @@ namespace {
 
 using memory::format_size;
 
-// "X.Y" as major * 100 + minor; throws run::ConfigError otherwise.
+// "X.Y" as major * 100 + minor; throws UsageError otherwise.
 int parse_torch_version(const std::string& text) {
   const size_t dot = text.find('.');
   const auto digits = [](const std::string& s) {
     return !s.empty() && s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos;
   };
   if (dot == std::string::npos || !digits(text.substr(0, dot)) || !digits(text.substr(dot + 1)))
-    throw run::ConfigError("--torch-version " + text + ": expected MAJOR.MINOR, e.g. 1.13 or 2.6");
+    throw UsageError("--torch-version " + text + ": expected MAJOR.MINOR, e.g. 1.13 or 2.6");
   const int minor = std::stoi(text.substr(dot + 1));
   const int version = std::stoi(text.substr(0, dot)) * 100 + minor;
   if (minor > 99 || version < 113)
-    throw run::ConfigError(
-        "--torch-version " + text + ": the allocator model covers 1.13 and later");
+    throw UsageError("--torch-version " + text + ": the allocator model covers 1.13 and later");
   return version;
 }
 
@@ -222,17 +220,19 @@ void print_recording(
 Input read_input(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
-    throw run::ConfigError("trace " + path + ": cannot be opened");
+    throw UsageError("trace " + path + ": cannot be opened");
   const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  Input input;
-  if (sim::looks_like_pickle(bytes)) {
-    input.snapshot.emplace();
-    input.trace = sim::read_snapshot(bytes, path, *input.snapshot);
-  } else {
-    std::istringstream in(bytes);
-    input.trace = sim::read_trace(in, path);
-  }
-  return input;
+  return given([&] {
+    Input input;
+    if (sim::looks_like_pickle(bytes)) {
+      input.snapshot.emplace();
+      input.trace = sim::read_snapshot(bytes, path, *input.snapshot);
+    } else {
+      std::istringstream in(bytes);
+      input.trace = sim::read_trace(in, path);
+    }
+    return input;
+  });
 }
 
 // Every card, then every capacity, each with every allocator setting in the order given.
@@ -245,7 +245,7 @@ std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int
     try {
       return sim::cublas_workspace_rule(sm, {version / 100, version % 100}, rules);
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(e.what());
+      throw UsageError(e.what());
     }
   };
   std::vector<Setting> devices;
@@ -277,7 +277,7 @@ std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int
       try {
         s.settings = sim::AllocatorSettings::parse(conf, version);
       } catch (const std::invalid_argument& e) {
-        throw run::ConfigError(
+        throw UsageError(
             std::string(
                 args.alloc_confs.empty() ? "the snapshot's recorded settings " + conf
                                          : "--alloc-conf " + conf) +
@@ -338,7 +338,7 @@ void print_settings(
 
 int replay_command(const ReplayArgs& args) {
   if (args.cards.empty() && args.capacities.empty())
-    throw run::ConfigError("replay: give the card, --card NAME or --capacity SIZE");
+    throw UsageError("replay: give the card, --card NAME or --capacity SIZE");
   const std::string torch_version =
       args.torch_version.empty()
           ? std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR)
@@ -351,7 +351,7 @@ int replay_command(const ReplayArgs& args) {
   const Input input = read_input(args.trace_file);
   const std::vector<Setting> settings = settings_of(args, input, version);
   if (!args.export_snapshot.empty() && settings.front().settings.expandable_segments)
-    throw run::ConfigError(
+    throw UsageError(
         "--export-snapshot: a replay with expandable_segments:True is not written as a "
         "snapshot (its pages are not segments of their own)");
 

@@ -35,7 +35,7 @@ struct Input {
   sim::Trace trace;
   std::optional<sim::SnapshotInfo> snapshot;
 };
-// Reads a trace or a snapshot (told apart by content); throws run::ConfigError when the file
+// Reads a trace or a snapshot (told apart by content); throws UsageError when the file
 // cannot be opened, sim::TraceError (a SnapshotError for snapshots) when it is malformed.
 Input read_input(const std::string& path);
 

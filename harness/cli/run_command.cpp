@@ -34,10 +34,10 @@ namespace {
 nlohmann::json read_config_file(const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    throw run::ConfigError("config " + path + ": cannot be opened");
+    throw UsageError("config " + path + ": cannot be opened");
   auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded())
-    throw run::ConfigError("config " + path + ": malformed JSON");
+    throw UsageError("config " + path + ": malformed JSON");
   return doc;
 }
 
@@ -87,7 +87,7 @@ std::string resolve_device(const std::string& option) {
   try {
     return memory::resolve_device(asked_device(option));
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError((option.empty() ? "OOMGUARD_DEVICE: " : "--") + std::string(e.what()));
+    throw UsageError((option.empty() ? "OOMGUARD_DEVICE: " : "--") + std::string(e.what()));
   }
 }
 
@@ -95,7 +95,7 @@ constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 
 // The allocator settings the environment gives this LibTorch: the first of its variables
 // that is set (`variable`), and whether every one of them is (2.9+ reads two). Throws
-// run::ConfigError when two disagree.
+// UsageError when two disagree.
 struct EnvAllocConf {
   const char* variable = nullptr;  // null: none set
   std::string value;
@@ -112,7 +112,7 @@ EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
       env.variable = name;
       env.value = value;
     } else if (env.value != value) {
-      throw run::ConfigError(
+      throw UsageError(
           std::string(env.variable) + "=" + env.value + " and " + name + "=" + value +
           " disagree: LibTorch 2.9's CUDA allocator reads only the first, later ones read it "
           "first and their device-generic settings the second; give both one value");
@@ -122,7 +122,7 @@ EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
 }
 
 // Allocator settings under which a CUDA run's figures would not be the card's: throws
-// run::ConfigError naming why. The settings are the environment's, else memory.alloc_conf.
+// UsageError naming why. The settings are the environment's, else memory.alloc_conf.
 // - garbage_collection_threshold acts only under a memory fraction (CUDACachingAllocator.cpp:
 //   `set_fraction && garbage_collection_threshold() > 0`), and an emulated card is a memory
 //   fraction: the run would collect garbage where the real card, without one, never does;
@@ -139,13 +139,13 @@ void refuse_unmeasurable_alloc_conf(const std::string& config_conf, bool emulate
   }
   for (const auto& option : options) {
     if (emulated_card && option.key == "garbage_collection_threshold")
-      throw run::ConfigError(
+      throw UsageError(
           "allocator setting garbage_collection_threshold on an emulated card: the card is "
           "emulated by a memory fraction, and the allocator collects garbage only under one, "
           "so this run would free cache where the real card never does; drop the setting, or "
           "run without --card/--capacity on the card itself");
     if (option.key == "backend" && option.value == "cudaMallocAsync")
-      throw run::ConfigError(
+      throw UsageError(
           "allocator setting backend:cudaMallocAsync: its statistics have no allocator "
           "retries or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard "
           "cannot check this run's near-OOMs; measure with the native allocator (drop "
@@ -167,7 +167,7 @@ void apply_alloc_conf(const RunArgs& args, const run::RunConfig& config, run::De
     try {
       sim::validate_alloc_conf(d.alloc_conf, torch);
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string(env.variable) + ": " + e.what());
+      throw UsageError(std::string(env.variable) + ": " + e.what());
     }
     if (d.alloc_conf_source == "environment" && !config.alloc_conf.empty() &&
         config.alloc_conf != d.alloc_conf)
@@ -217,7 +217,7 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunArgs& args) {
         env != nullptr ? env : "",
         is_ours);
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(e.what());
+    throw UsageError(e.what());
   }
   if (!budget.workspace_config_to_set.empty()) {
     if (args.argv == nullptr)
@@ -238,43 +238,9 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunArgs& args) {
 
 }  // namespace
 
-sim::GpuRules rules_option(const std::string& text) {
-  try {
-    return sim::GpuRules::parse(text);
-  } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(std::string("--rules: ") + e.what());
-  }
-}
+namespace {
 
-std::string asked_device(const std::string& option) {
-  if (!option.empty())
-    return option;
-  const char* env = std::getenv("OOMGUARD_DEVICE");
-  return env != nullptr && *env != '\0' ? env : "auto";
-}
-
-void check_writable(const std::string& path, const char* option) {
-  if (path.empty())
-    return;
-  const std::string probe = path + ".tmp";
-  std::ofstream out(probe);
-  if (!out)
-    throw run::ConfigError(std::string(option) + " " + path + ": cannot be written");
-  out.close();
-  std::remove(probe.c_str());
-}
-
-int64_t parse_capacity(const std::string& text) {
-  const int64_t bytes = memory::parse_size(text);
-  if (bytes <= 0)
-    throw run::ConfigError(
-        "--capacity " + text +
-        ": must be more than 0 bytes; leave --capacity out to run "
-        "without an emulated card");
-  return bytes;
-}
-
-ResolvedRun resolve_run(const RunArgs& args) {
+ResolvedRun resolve_given(const RunArgs& args) {
   nlohmann::json overrides = nlohmann::json::object();
   if (!args.config_file.empty())
     overrides = read_config_file(args.config_file);
@@ -289,7 +255,7 @@ ResolvedRun resolve_run(const RunArgs& args) {
     const auto samples = data::read_samples(resolved.config.data_file);
     const auto long_enough = static_cast<int64_t>(phases::prompt_sources(samples, g).size());
     if (long_enough < g.prompts)
-      throw run::ConfigError(
+      throw UsageError(
           "data file " + resolved.config.data_file + ": " + std::to_string(long_enough) +
           " samples hold generate.prompt_length = " + std::to_string(g.prompt_length) +
           " bytes, generate.prompts needs " + std::to_string(g.prompts) +
@@ -314,10 +280,10 @@ ResolvedRun resolve_run(const RunArgs& args) {
       resolved.snapshot_settings = sim::AllocatorSettings::parse(
           resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string("--snapshot: ") + e.what());
+      throw UsageError(std::string("--snapshot: ") + e.what());
     }
     if (resolved.snapshot_settings->expandable_segments)
-      throw run::ConfigError(
+      throw UsageError(
           "--snapshot: memory.alloc_conf has expandable_segments:True, whose pages are not "
           "segments of their own; a snapshot is written for the other settings");
     // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
@@ -328,15 +294,15 @@ ResolvedRun resolve_run(const RunArgs& args) {
       resolved.snapshot_workspace = sim::cublas_workspace_rule(
           sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, rules_option(args.rules));
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string("--snapshot: ") + e.what());
+      throw UsageError(std::string("--snapshot: ") + e.what());
     }
   }
   if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
-    throw run::ConfigError(
+    throw UsageError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
   if (args.rules != "all" && args.allocator_model != "cuda" && args.snapshot_file.empty())
-    throw run::ConfigError(
+    throw UsageError(
         "--rules chooses the allocator model's rules; add --allocator-model cuda (or "
         "--snapshot)");
   if (args.allocator_model == "cuda") {
@@ -349,10 +315,16 @@ ResolvedRun resolve_run(const RunArgs& args) {
           {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
           rules);
     } catch (const std::invalid_argument& e) {
-      throw run::ConfigError(std::string("--allocator-model cuda: ") + e.what());
+      throw UsageError(std::string("--allocator-model cuda: ") + e.what());
     }
   }
   return resolved;
+}
+
+}  // namespace
+
+ResolvedRun resolve_run(const RunArgs& args) {
+  return given([&] { return resolve_given(args); });
 }
 
 // The run's trace replayed through the caching-allocator model (the run's settings and card)
@@ -455,7 +427,7 @@ int run_command(const RunArgs& args) {
   try {
     stack = std::make_unique<memory::MeterStack>(meter_options);
   } catch (const std::invalid_argument& e) {
-    throw run::ConfigError(
+    throw UsageError(
         (args.card.empty() ? "--capacity: " : "--card " + args.card + ": ") +
         std::string(e.what()));
   }
@@ -572,34 +544,44 @@ int run_command(const RunArgs& args) {
   if (report.outcome == memory::PhaseStatus::kInterrupted) {
     log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);
   }
-  if (!args.report_file.empty())
-    run::write_report(report, args.report_file);
+  // The outputs, after the run: one that cannot be written is named and loses nothing else,
+  // and the exit code stays the run's.
+  const auto output = [&report](const char* what, const std::string& path, auto&& write) {
+    if (path.empty())
+      return;
+    try {
+      write();
+    } catch (const std::exception& e) {
+      log::error(
+          std::string(what) + " " + path + " not written: " + e.what() +
+          "; the run's outcome stands: " + memory::to_string(report.outcome) + ", exit " +
+          std::to_string(exit_code(report.outcome)));
+    }
+  };
+  output("report", args.report_file, [&] { run::write_report(report, args.report_file); });
   print_table(report);
-  if (recorder)  // after the report: a trace that cannot be written loses nothing else
-    recorder->close();
-  if (!args.trace_file.empty())
-    log::info(
-        "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
-        "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
+  output("trace", trace_path, [&] {
+    if (recorder != nullptr)
+      recorder->close();
+    if (!args.trace_file.empty())
+      log::info(
+          "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
+          "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
+  });
   if (cpu_snapshot)
-    write_snapshot(trace_path, args, resolved);
-  if (cuda && !args.snapshot_file.empty()) {  // after the report, as on CPU
-    const std::string pickle = cuda->snapshot_pickle();
-    write_file_atomically(args.snapshot_file, pickle);
-    log::info(
-        "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
-        memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
-        (report.device.expandable_segments > 0
-             ? std::string("; python -m torch.cuda._memory_viz trace reads it")
-             : "; oomguard replay " + args.snapshot_file + " replays it"));
-  }
-  if (report.outcome == memory::PhaseStatus::kOom)
-    return kExitOom;
-  if (report.outcome == memory::PhaseStatus::kInterrupted)
-    return kExitInterrupted;
-  if (report.outcome == memory::PhaseStatus::kDeviceError)
-    return kExitDeviceError;
-  return report.outcome == memory::PhaseStatus::kPass ? kExitPass : kExitBudget;
+    output("snapshot", args.snapshot_file, [&] { write_snapshot(trace_path, args, resolved); });
+  if (cuda)
+    output("snapshot", args.snapshot_file, [&] {
+      const std::string pickle = cuda->snapshot_pickle();
+      write_file_atomically(args.snapshot_file, pickle);
+      log::info(
+          "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
+          memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
+          (report.device.expandable_segments > 0
+               ? std::string("; python -m torch.cuda._memory_viz trace reads it")
+               : "; oomguard replay " + args.snapshot_file + " replays it"));
+    });
+  return exit_code(report.outcome);
 }
 
 }  // namespace oomguard::cli

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/cli/inputs.h"
 #include "harness/run/config.h"
 #include <oomguard/memory/modelled_meter.h>
 #include <oomguard/sim/caching_allocator.h>
@@ -50,22 +51,10 @@ struct ResolvedRun {
   std::optional<sim::AllocatorSettings> snapshot_settings;
   sim::CublasWorkspace snapshot_workspace;
 };
-// --rules (run, replay): the CPU-to-GPU rules; throws run::ConfigError naming the option.
-sim::GpuRules rules_option(const std::string& text);
-// The device asked for: `option` (--device) when given, else OOMGUARD_DEVICE, else "auto".
-std::string asked_device(const std::string& option);
 
 // Checks everything the user gave (config, sets, guards, card, capacity, device) and builds
-// the run; throws run::ConfigError or std::invalid_argument naming the bad input.
+// the run; throws UsageError naming the bad input.
 ResolvedRun resolve_run(const RunArgs& args);
-
-// `--capacity TEXT` of run and replay: a size above 0 bytes (parse_size's units); throws
-// run::ConfigError naming the option otherwise (0 would silently mean no card at all).
-int64_t parse_capacity(const std::string& text);
-
-// Throws run::ConfigError naming `option` when `path` cannot be written (checked by writing
-// and removing path + ".tmp", the name write_file_atomically uses). An empty path passes.
-void check_writable(const std::string& path, const char* option);
 
 // The whole run: returns the exit code.
 int run_command(const RunArgs& args);

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/usage_error.h"
+
 namespace oomguard::compare {
 
 // What a side is. Two sides of a comparison must be of the same kind.
@@ -31,10 +33,8 @@ const char* kind_key(InputKind kind);
 bool kind_from_key(const std::string& key, InputKind& kind);
 
 // An input that cannot be compared: what() is one line naming the file and what is wrong.
-class InputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// A usage error: the CLI exits 2 with it.
+using InputError = UsageError;
 
 struct TagBytes {
   std::string tag;

@@ -11,13 +11,13 @@
 #include "data/corpus.h"
 #include "harness/phases/phases.h"
 #include "harness/run/guards.h"
+#include "harness/usage_error.h"
 #include "models/tiny_gpt.h"
 
 namespace oomguard::run {
 
-struct ConfigError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
+// A config key or value that cannot be used: a usage error (exit code 2).
+using ConfigError = UsageError;
 
 struct Budgets {
   int64_t train = 0, evaluate = 0, generate = 0;  // peak allocated bytes allowed per phase

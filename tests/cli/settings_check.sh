@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# settings_check.sh OOMGUARD: the README's fragmentation case, three allocator settings and
-# two cards in one replay: a row and a `settings` entry each (cards, then capacities, each
-# with every setting in the order given). On the
+# settings_check.sh OOMGUARD: the fragmentation case (harness/sim/README.md), three allocator
+# settings and two cards in one replay: a row and a `settings` entry each (cards, then
+# capacities, each with every setting in the order given). On the
 # 120 MiB card the default fails (exit 3) while expandable segments fit with no margin and
 # max_split_size_mb:25 with 10 MiB; on a T4 all three fit.
 set -u
