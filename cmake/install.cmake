@@ -7,7 +7,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(OOMGUARD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/oomguard)
 
-set(_oomguard_installed oomguard_core oomguard_sim oomguard_memory)
+set(_oomguard_installed oomguard_core oomguard_sim oomguard_report oomguard_memory)
 # The GoogleTest layer is installed where GoogleTest is a package the consumer finds too; one
 # built here from its sources (third_party/, or for a pre-C++11-ABI LibTorch) is not.
 set(OOMGUARD_INSTALL_GTEST OFF)

@@ -19,6 +19,8 @@
 #include "harness/plot/memory_plot.h"
 #include "harness/plot/repeat_plot.h"
 #include "harness/repeat/summary.h"
+#include "harness/report/json_fields.h"
+#include "harness/report/run_report.h"
 #include <oomguard/sim/replay.h>
 
 namespace oomguard::cli {
@@ -36,20 +38,14 @@ RunFacts read_run_report(const std::string& path) {
   if (!in)
     throw UsageError("--run-report " + path + ": cannot be opened");
   const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || doc.value("schema", "") != "oomguard.report/1" ||
-      !doc.contains("phases") || !doc["phases"].is_array())
+  if (report::schema_of(doc) != report::kRunReportSchema)
     throw UsageError("--run-report " + path + ": not a run report (oomguard.report/1)");
+  const report::RunRecord run = report::run_record_from_json(doc, "--run-report " + path);
   RunFacts facts;
-  try {
-    for (const auto& p : doc["phases"])
-      facts.budgets[p.at("name").get<std::string>()] = p.at("budget_bytes").get<int64_t>();
-    facts.capacity_bytes = doc.value("capacity_bytes", int64_t{0});
-    const auto& info = doc.value("device_info", nlohmann::json::object());
-    if (info.contains("emulated_card") && info["emulated_card"].is_string())
-      facts.card = info["emulated_card"].get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError("--run-report " + path + ": " + e.what());
-  }
+  for (const report::PhaseRecord& p : run.phases)
+    facts.budgets[p.name] = p.budget_bytes;
+  facts.capacity_bytes = run.capacity_bytes;
+  facts.card = run.device.card;
   return facts;
 }
 
@@ -163,52 +159,41 @@ nlohmann::json json_document(const std::string& path) {
 // A test's report (OOMGUARD_REPORT_DIR) holds no timeline: each phase is drawn as its start,
 // peak and end, with the reserved peak where it was measured or predicted.
 plot::MemoryPlot test_report_plot(const nlohmann::json& doc, const std::string& path) {
+  const report::RunRecord run = report::run_record_from_json(doc, path);
   plot::MemoryPlot p;
-  try {
-    const std::string test = doc.at("test").at("name").get<std::string>();
-    p.title = "oomguard: memory of " + test;
-    p.capacity_bytes = doc.value("capacity_bytes", int64_t{0});
-    const nlohmann::json& info = doc.at("device_info");
-    const std::string card = info.value("emulated_card", nlohmann::json()).is_string()
-                                 ? info["emulated_card"].get<std::string>()
-                                 : "";
-    p.capacity_label =
-        (card.empty() ? "capacity " : card + ": ") + memory::format_size(p.capacity_bytes);
-    std::string predicted_for;
-    for (const auto& phase : doc.at("phases")) {
-      plot::PhaseSpan span;
-      span.name = phase.at("name").get<std::string>();
-      span.first = p.allocated.size();
-      const int64_t budget = phase.at("budget_bytes").get<int64_t>();
-      span.budget_bytes = budget > 0 ? budget : -1;
-      span.peak_index = span.first + 1;
-      span.peak_bytes = phase.at("peak_allocated_bytes").get<int64_t>();
-      if (phase.contains("live_at_peak") && phase["live_at_peak"].is_array())
-        for (const auto& t : phase["live_at_peak"])
-          span.live_at_peak.push_back(
-              {t.at("tag").get<std::string>(), t.at("bytes").get<int64_t>()});
-      for (const char* key :
-           {"start_allocated_bytes", "peak_allocated_bytes", "end_allocated_bytes"})
-        p.allocated.push_back(phase.at(key).get<int64_t>());
-      const nlohmann::json& reserved = phase.at("peak_reserved_bytes");
-      if (reserved.is_number_integer())
-        p.reserved.insert(p.reserved.end(), 3, reserved.get<int64_t>());
-      if (phase.contains("predictions") && phase["predictions"].is_array() &&
-          !phase["predictions"].empty())
-        predicted_for = phase["predictions"][0].at("label").get<std::string>();
-      if (phase.value("status", "") == "oom" && p.oom_label.empty()) {
-        p.oom_index = span.peak_index;
-        p.oom_label = "out of memory in " + span.name;
-      }
-      p.phases.push_back(span);
+  p.title = "oomguard: memory of " + run.test_name;
+  p.capacity_bytes = run.capacity_bytes;
+  p.capacity_label = (run.device.card.empty() ? "capacity " : run.device.card + ": ") +
+                     memory::format_size(p.capacity_bytes);
+  std::string predicted_for;
+  for (const report::PhaseRecord& phase : run.phases) {
+    plot::PhaseSpan span;
+    span.name = phase.name;
+    span.first = p.allocated.size();
+    span.budget_bytes = phase.budget_bytes > 0 ? phase.budget_bytes : -1;
+    span.peak_index = span.first + 1;
+    span.peak_bytes = phase.peak_allocated_bytes;
+    if (phase.live_at_peak)
+      span.live_at_peak = *phase.live_at_peak;
+    p.allocated.insert(
+        p.allocated.end(),
+        {phase.start_allocated_bytes, phase.peak_allocated_bytes, phase.end_allocated_bytes});
+    if (phase.peak_reserved_bytes >= 0)
+      p.reserved.insert(p.reserved.end(), 3, phase.peak_reserved_bytes);
+    const nlohmann::json predictions = phase.extra.value("predictions", nlohmann::json());
+    if (predictions.is_array() && !predictions.empty() && predictions[0].contains("label") &&
+        predictions[0]["label"].is_string())
+      predicted_for = predictions[0]["label"].get<std::string>();
+    if (phase.status == memory::PhaseStatus::kOom && p.oom_label.empty()) {
+      p.oom_index = span.peak_index;
+      p.oom_label = "out of memory in " + span.name;
     }
-    if (p.reserved.size() != p.allocated.size())
-      p.reserved.clear();  // measured or predicted for some phases only: not drawn
-    p.reserved_label = predicted_for.empty() ? "reserved (measured)"
-                                             : "reserved (predicted for " + predicted_for + ")";
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(path + ": not a test's report (oomguard.report/1): " + e.what());
+    p.phases.push_back(span);
   }
+  if (p.reserved.size() != p.allocated.size())
+    p.reserved.clear();  // measured or predicted for some phases only: not drawn
+  p.reserved_label = predicted_for.empty() ? "reserved (measured)"
+                                           : "reserved (predicted for " + predicted_for + ")";
   p.subtitle = std::to_string(p.phases.size()) +
                " phases from a test's report: each one's start, peak and end (no trace)";
   return p;

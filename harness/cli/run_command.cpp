@@ -523,16 +523,13 @@ int run_command(const RunArgs& args) {
     stack->tracker().remove_observer(recorder);
   if (live)
     stack->tracker().remove_observer(live);
-  for (auto& p : report.phases) {
-    nlohmann::json tags = nullptr;  // null on CUDA: the CPU meter does not see the GPU
-    if (live) {
-      tags = nlohmann::json::array();
+  if (live)  // none on CUDA: the CPU meter does not see the GPU
+    for (auto& p : report.phases) {
+      p.live_at_peak.emplace();
       for (const auto& [tag, bytes] :
            live->live_at_peak(p.memory.name, p.memory.peak_allocated_bytes))
-        tags.push_back({{"tag", tag}, {"bytes", bytes}});
+        p.live_at_peak->push_back({tag, bytes});
     }
-    p.results["live_at_peak"] = tags;
-  }
   if (report.oom) {
     log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
   }

@@ -11,6 +11,8 @@
 
 #include "harness/compare/event_side.h"
 #include "harness/repeat/summary.h"
+#include "harness/report/json_fields.h"
+#include "harness/report/run_report.h"
 #include <oomguard/memory/sizes.h>
 
 namespace oomguard::compare {
@@ -22,7 +24,6 @@ using nlohmann::json;
 constexpr const char* kReport = "oomguard.report/1";
 constexpr const char* kRepeat = "oomguard.repeat/1";
 constexpr const char* kReplay = "oomguard.replay/1";
-constexpr int64_t kLargestBytes = int64_t{1} << 62;  // far above any card, far below overflow
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw InputError(path + ": " + what);
@@ -60,117 +61,49 @@ void flatten(const json& doc, const std::string& prefix, Facts& out) {
   out.emplace_back(prefix, text_of(doc));
 }
 
-// The fields of one input file, each checked for its type; errors name the file and field.
-class Fields {
- public:
-  explicit Fields(std::string path) : path_(std::move(path)) {}
+using report::Fields;
 
-  const json& at(const json& j, const char* key, const std::string& where) const {
-    if (!j.is_object())
-      bad(path_, where + " is not an object");
-    const auto it = j.find(key);
-    if (it == j.end())
-      bad(path_, where + " has no \"" + key + "\"");
-    return *it;
-  }
-  const json& array(const json& j, const char* key, const std::string& where) const {
-    const json& v = at(j, key, where);
-    if (!v.is_array())
-      bad(path_, where + "." + key + " is not a list");
-    return v;
-  }
-  std::string text(const json& j, const char* key, const std::string& where) const {
-    const json& v = at(j, key, where);
-    if (!v.is_string())
-      bad(path_, where + "." + key + " is not a string");
-    return v.get<std::string>();
-  }
-  // Bytes: an integer within +-2^62 (growth may be negative); null or absent when `optional`.
-  int64_t bytes(const json& j, const char* key, const std::string& where, bool optional) const {
-    if (optional && (!j.contains(key) || j[key].is_null()))
-      return kNoFigure;
-    const json& v = at(j, key, where);
-    const bool fits = v.is_number_integer() &&
-                      (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{kLargestBytes}
-                                              : std::llabs(v.get<int64_t>()) <= kLargestBytes);
-    if (!fits)
-      bad(path_, where + "." + key + " is not a byte count: " + v.dump());
-    return v.get<int64_t>();
-  }
-  // An object that may be absent or null (device_info, config, guards); anything else is bad.
-  json object(const json& j, const char* key, const std::string& where) const {
-    if (!j.contains(key) || j[key].is_null())
-      return json::object();
-    if (!j[key].is_object())
-      bad(path_, where + "." + key + " is not an object");
-    return j[key];
-  }
-
- private:
-  std::string path_;
-};
-
-// A report's phases (oomguard.report/1: the smoke run's and a test's alike).
-std::vector<PhaseFigures> report_phases(const json& doc, const Fields& f) {
-  std::vector<PhaseFigures> phases;
-  for (const auto& p : f.array(doc, "phases", "the report")) {
-    PhaseFigures ph;
-    ph.name = f.text(p, "name", "a phase");
-    const std::string where = "phase " + ph.name;
-    ph.peak_allocated_bytes = f.bytes(p, "peak_allocated_bytes", where, false);
-    ph.peak_reserved_bytes = f.bytes(p, "peak_reserved_bytes", where, true);
-    const int64_t start = f.bytes(p, "start_allocated_bytes", where, true);
-    const int64_t end = f.bytes(p, "end_allocated_bytes", where, true);
-    ph.growth_bytes = start != kNoFigure && end != kNoFigure ? end - start : kNoFigure;
-    ph.budget_bytes = f.bytes(p, "budget_bytes", where, true);
-    ph.status = p.contains("status") ? f.text(p, "status", where) : "";
-    const json live = p.value("live_at_peak", json());
-    if (!live.is_null() && !live.is_array())
-      f.array(p, "live_at_peak", where);  // names what is wrong
-    ph.tags_known = live.is_array();
-    for (const auto& t : ph.tags_known ? live : json::array())
-      ph.live_at_peak.push_back(
-          {f.text(t, "tag", where + " live_at_peak"),
-           f.bytes(t, "bytes", where + " live_at_peak", false)});
-    phases.push_back(std::move(ph));
-  }
-  return phases;
-}
-
-// What a report's figures depend on, and what they may differ in.
-TestFigures report_test(const json& doc, std::string name, const Fields& f) {
+// A report (oomguard.report/1: the smoke run's and a test's alike), read by the report
+// module's one reader: what its figures depend on, what they may differ in, and its phases.
+TestFigures report_test(const json& doc, std::string name, const std::string& path) {
+  const report::RunRecord run = report::run_record_from_json(doc, path);
+  const auto none_if_empty = [](const std::string& v) { return v.empty() ? "none" : v; };
   TestFigures t;
   t.name = std::move(name);
-  const json info = f.object(doc, "device_info", "the report");
-  const auto info_text = [&](const char* key) {
-    return info.contains(key) ? text_of(info[key]) : std::string("none");
-  };
-  const int64_t capacity = f.bytes(doc, "capacity_bytes", "the report", true);
   t.conditions = {
-      {"seed", text_of(f.at(doc, "seed", "the report"))},
-      {"device", text_of(f.at(doc, "device", "the report"))},
-      {"card", info_text("emulated_card")},
-      {"capacity", capacity == kNoFigure ? "none" : memory::format_size(capacity)},
-      {"allocator settings", info_text("alloc_conf")},
-      {"allocator model", info_text("allocator_model")},
-      {"model rules", info_text("model_rules")}};
-  t.context.emplace_back("LibTorch", text_of(doc.value("torch_version", json())));
+      {"seed", std::to_string(run.seed)},
+      {"device", run.device.type},
+      {"card", none_if_empty(run.device.card)},
+      {"capacity", memory::format_size(run.capacity_bytes)},
+      {"allocator settings", none_if_empty(run.device.alloc_conf)},
+      {"allocator model", none_if_empty(run.device.allocator_model)},
+      {"model rules", none_if_empty(run.device.model_rules)}};
+  t.context.emplace_back("LibTorch", run.torch_version);
   // The config holds the guards too; a test's report has neither.
-  flatten(f.object(doc, "config", "the report"), "", t.context);
+  flatten(run.config, "", t.context);
   Facts guards;
-  flatten(f.object(doc, "guards", "the report"), "guards", guards);
+  flatten(run.guards, "guards", guards);
   for (auto& g : guards)
     if (std::none_of(
             t.context.begin(), t.context.end(), [&](const auto& c) { return c.first == g.first; }))
       t.context.push_back(std::move(g));
-  t.phases = report_phases(doc, f);
+  for (const report::PhaseRecord& p : run.phases) {
+    PhaseFigures ph;
+    ph.name = p.name;
+    ph.peak_allocated_bytes = p.peak_allocated_bytes;
+    ph.peak_reserved_bytes = p.peak_reserved_bytes < 0 ? kNoFigure : p.peak_reserved_bytes;
+    ph.growth_bytes = p.end_allocated_bytes - p.start_allocated_bytes;
+    ph.budget_bytes = p.budget_bytes;
+    ph.status = memory::to_string(p.status);
+    ph.tags_known = p.live_at_peak.has_value();
+    if (p.live_at_peak)
+      ph.live_at_peak = *p.live_at_peak;
+    t.phases.push_back(std::move(ph));
+  }
   return t;
 }
 
-std::string schema_of(const json& doc) {
-  const auto it = doc.is_object() ? doc.find("schema") : doc.end();
-  return doc.is_object() && it != doc.end() && it->is_string() ? it->get<std::string>() : "";
-}
+using report::schema_of;
 
 // The report's schema, checked against the one expected of this kind of side.
 void expect_schema(const json& doc, const std::string& path, const std::string& family) {
@@ -216,12 +149,12 @@ Side read_folder(const std::string& path) {
     if (!doc.contains("test"))
       continue;  // a run report beside the tests' ones
     const Fields f(file.string());
-    const auto name = f.text(f.at(doc, "test", "the report"), "name", "test");
+    const auto name = f.text(f.at(doc, "test", "the report"), "name", "the report.test");
     std::string written = name;  // the layer writes a parameterised test's '/' as '_'
     std::replace(written.begin(), written.end(), '/', '_');
     if (written + ".json" != file.filename().string())
       continue;  // a per-seed copy: the folder's <Suite.Name>.json is the test's latest run
-    side.tests.push_back(report_test(doc, name, f));
+    side.tests.push_back(report_test(doc, name, file.string()));
   }
   if (side.tests.empty())
     bad(path, "no test reports in this folder (<Suite.Name>.json files of OOMGUARD_REPORT_DIR)");
@@ -398,7 +331,7 @@ Side read_side(const std::string& path) {
     bad(path,
         "a test's report: give the folder of test reports (OOMGUARD_REPORT_DIR), so that "
         "every test is compared");
-  return Side{path, InputKind::kRunReport, {report_test(doc, "run", Fields(path))}};
+  return Side{path, InputKind::kRunReport, {report_test(doc, "run", path)}};
 }
 
 }  // namespace oomguard::compare

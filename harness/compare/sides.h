@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/usage_error.h"
+#include <oomguard/memory/tag_bytes.h>
 
 namespace oomguard::compare {
 
@@ -36,10 +37,7 @@ bool kind_from_key(const std::string& key, InputKind& kind);
 // A usage error: the CLI exits 2 with it.
 using InputError = UsageError;
 
-struct TagBytes {
-  std::string tag;
-  int64_t bytes = 0;
-};
+using TagBytes = memory::TagBytes;
 
 // A figure the input does not carry (growth can be negative, so not -1).
 constexpr int64_t kNoFigure = std::numeric_limits<int64_t>::min();

@@ -12,6 +12,7 @@
 
 #include "harness/atomic_file.h"
 #include "harness/gtest/registry.h"
+#include "harness/report/run_report.h"
 
 namespace oomguard::testing::detail {
 namespace {
@@ -25,118 +26,102 @@ struct TestRecord {
 std::mutex g_mutex;
 std::map<std::string, TestRecord> g_tests;  // by "Suite.Name"
 
-nlohmann::json phase_json(const PhaseEntry& entry) {
+report::PhaseRecord phase_record(const PhaseEntry& entry) {
   const PhaseResult& r = entry.result;
-  nlohmann::json live = nullptr;
-  if (r.meter == "cpu") {
-    live = nlohmann::json::array();
-    for (const auto& [tag, bytes] : r.live_at_peak)
-      if (bytes > 0)
-        live.push_back({{"tag", tag}, {"bytes", bytes}});
-  }
-  nlohmann::json predictions = nlohmann::json::array();
-  for (const Prediction& p : r.predictions) {
-    nlohmann::json rules = nlohmann::json::array();
-    for (const sim::RuleEffect& rule : p.rules)
-      rules.push_back({{"name", rule.name}, {"bytes", rule.bytes}, {"detail", rule.detail}});
-    predictions.push_back(
-        {{"label", p.label},
-         {"card", p.card.empty() ? nlohmann::json() : nlohmann::json(p.card)},
-         {"capacity_bytes", p.capacity_bytes},
-         {"alloc_conf", p.alloc_conf},
-         {"fits", p.fits()},
-         {"peak_allocated_bytes", p.peak_allocated_bytes},
-         {"peak_reserved_bytes", p.peak_reserved_bytes},
-         {"num_alloc_retries", p.num_alloc_retries},
-         {"largest_gap_bytes", p.largest_gap_bytes},
-         {"oom", p.oom.empty() ? nlohmann::json() : nlohmann::json(p.oom)},
-         {"rules", rules}});
-  }
+  report::PhaseRecord p;
+  p.name = r.name;
+  p.status = entry.status;
+  p.start_allocated_bytes = r.start_allocated_bytes;
+  p.peak_allocated_bytes = r.peak_allocated_bytes;
+  p.end_allocated_bytes = r.end_allocated_bytes;
+  p.budget_bytes = entry.budget_bytes;
   // With a prediction, the reserved and retry figures are its first target's, as in a report
   // of `oomguard run --allocator-model cuda`.
   const Prediction* first = r.predictions.empty() ? nullptr : &r.predictions.front();
-  const int64_t reserved = first != nullptr ? first->peak_reserved_bytes : r.peak_reserved_bytes;
-  nlohmann::json phase = {
-      {"name", r.name},
-      {"status", memory::to_string(entry.status)},
-      {"start_allocated_bytes", r.start_allocated_bytes},
-      {"peak_allocated_bytes", r.peak_allocated_bytes},
-      {"end_allocated_bytes", r.end_allocated_bytes},
-      {"budget_bytes", entry.budget_bytes},
+  p.peak_reserved_bytes = first != nullptr ? first->peak_reserved_bytes : r.peak_reserved_bytes;
+  p.predicted_peak_allocated_bytes = first != nullptr ? first->peak_allocated_bytes : -1;
+  p.num_alloc_retries = first != nullptr ? first->num_alloc_retries : r.num_alloc_retries;
+  p.steps = static_cast<int64_t>(r.step_end_bytes.size());
+  p.wall_seconds = r.wall_seconds;
+  if (r.meter == "cpu") {
+    p.live_at_peak.emplace();
+    for (const auto& [tag, bytes] : r.live_at_peak)
+      if (bytes > 0)
+        p.live_at_peak->push_back({tag, bytes});
+  }
+  p.extra = {
       {"budget_key",
        entry.budget_key.empty() ? nlohmann::json() : nlohmann::json(entry.budget_key)},
       {"budget_checked_against",
        entry.budget_key.empty()
            ? nlohmann::json()
            : nlohmann::json(entry.budget_predicted ? "predicted" : "measured")},
-      {"peak_reserved_bytes", reserved >= 0 ? nlohmann::json(reserved) : nlohmann::json()},
-      {"predicted_peak_allocated_bytes",
-       first != nullptr ? nlohmann::json(first->peak_allocated_bytes) : nlohmann::json()},
-      {"num_alloc_retries", first != nullptr ? first->num_alloc_retries : r.num_alloc_retries},
-      {"steps", static_cast<int64_t>(r.step_end_bytes.size())},
-      {"wall_seconds", r.wall_seconds},
-      {"live_at_peak", live},
       {"untracked", r.untracked.empty() ? nlohmann::json() : nlohmann::json(r.untracked)}};
-  if (first != nullptr)
-    phase["predictions"] = predictions;
+  if (first != nullptr) {
+    nlohmann::json predictions = nlohmann::json::array();
+    for (const Prediction& pr : r.predictions) {
+      nlohmann::json rules = nlohmann::json::array();
+      for (const sim::RuleEffect& rule : pr.rules)
+        rules.push_back({{"name", rule.name}, {"bytes", rule.bytes}, {"detail", rule.detail}});
+      predictions.push_back(
+          {{"label", pr.label},
+           {"card", pr.card.empty() ? nlohmann::json() : nlohmann::json(pr.card)},
+           {"capacity_bytes", pr.capacity_bytes},
+           {"alloc_conf", pr.alloc_conf},
+           {"fits", pr.fits()},
+           {"peak_allocated_bytes", pr.peak_allocated_bytes},
+           {"peak_reserved_bytes", pr.peak_reserved_bytes},
+           {"num_alloc_retries", pr.num_alloc_retries},
+           {"largest_gap_bytes", pr.largest_gap_bytes},
+           {"oom", pr.oom.empty() ? nlohmann::json() : nlohmann::json(pr.oom)},
+           {"rules", rules}});
+    }
+    p.extra["predictions"] = predictions;
+  }
   if (!r.step_end_bytes.empty())
-    phase["step_end_bytes"] = r.step_end_bytes;
-  return phase;
+    p.extra["step_end_bytes"] = r.step_end_bytes;
+  return p;
 }
 
-// The test's report: oomguard.report/1 as `oomguard run` writes it, with the test's name in
-// "test" and no TinyGPT guards or config.
+// The test's report: oomguard.report/1 as `oomguard run` writes it (report::to_json), with the
+// test's name in "test" and no TinyGPT guards or config.
 void write_report(const std::string& test, const TestRecord& record) {
   const char* dir = std::getenv("OOMGUARD_REPORT_DIR");
   if (dir == nullptr || *dir == '\0' || record.phases.empty())
     return;
   const PhaseResult& first = record.phases.front().result;
   const Prediction* predicted = first.predictions.empty() ? nullptr : &first.predictions.front();
-  memory::PhaseStatus outcome = memory::PhaseStatus::kPass;
-  nlohmann::json oom = nullptr;
-  nlohmann::json phases = nlohmann::json::array();
-  for (const PhaseEntry& entry : record.phases) {
-    phases.push_back(phase_json(entry));
-    outcome = memory::worst(outcome, entry.status);
-    if (entry.status == memory::PhaseStatus::kOom && oom.is_null()) {
-      oom = {
-          {"phase", entry.result.name},
-          {"requested_bytes", memory::requested_bytes_from_oom_message(entry.result.oom)},
-          {"message", entry.result.oom},
-          {"predicted", !entry.result.predictions.empty()}};
+  report::RunRecord doc;
+  doc.test_name = test;
+  doc.test_source = "oomguard::gtest";
+  doc.seed = record.seed;
+  doc.device.type = first.meter;
+  doc.device.card = first.card;
+  if (predicted != nullptr) {
+    doc.device.allocator_model = "cuda";
+    if (!predicted->alloc_conf.empty()) {
+      doc.device.alloc_conf = predicted->alloc_conf;
+      doc.device.alloc_conf_source = "environment";
     }
   }
-  const nlohmann::json doc = {
-      {"schema", "oomguard.report/1"},
-      {"test", {{"name", test}, {"source", "oomguard::gtest"}}},
-      {"outcome", memory::to_string(outcome)},
-      {"seed", record.seed},
-      {"device", first.meter},
-      {"device_info",
-       {{"type", first.meter},
-        {"name", nullptr},
-        {"total_bytes", nullptr},
-        {"emulated_card", first.card.empty() ? nlohmann::json() : nlohmann::json(first.card)},
-        {"alloc_conf",
-         predicted != nullptr && !predicted->alloc_conf.empty()
-             ? nlohmann::json(predicted->alloc_conf)
-             : nlohmann::json()},
-        {"alloc_conf_source",
-         predicted != nullptr && !predicted->alloc_conf.empty() ? nlohmann::json("environment")
-                                                                : nlohmann::json()},
-        {"allocator_model", predicted != nullptr ? nlohmann::json("cuda") : nlohmann::json()}}},
-      {"torch_version", TORCH_VERSION},
-      {"capacity_bytes", first.capacity_bytes},
-      {"guards", nlohmann::json::object()},
-      {"config", nlohmann::json::object()},
-      {"phases", phases},
-      {"oom", oom}};
+  doc.torch_version = TORCH_VERSION;
+  doc.capacity_bytes = first.capacity_bytes;
+  for (const PhaseEntry& entry : record.phases) {
+    doc.phases.push_back(phase_record(entry));
+    doc.outcome = memory::worst(doc.outcome, entry.status);
+    if (entry.status == memory::PhaseStatus::kOom && !doc.oom)
+      doc.oom = report::OomRecord{
+          entry.result.name,
+          memory::requested_bytes_from_oom_message(entry.result.oom),
+          entry.result.oom,
+          {{"predicted", !entry.result.predictions.empty()}}};
+  }
   std::error_code error;
   std::filesystem::create_directories(dir, error);  // a folder that cannot be made: said below
   if (error)
     throw std::runtime_error(
         std::string("OOMGUARD_REPORT_DIR=") + dir + ": cannot be created: " + error.message());
-  const std::string text = doc.dump(2) + "\n";
+  const std::string text = report::to_json(doc).dump(2) + "\n";
   const std::string file = std::string(dir) + "/" + file_name_of(test);
   write_file_atomically(file + ".json", text);
   // Under ctest --repeat each run draws a new seed: its report is kept beside the latest.

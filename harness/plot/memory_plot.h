@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <oomguard/memory/tag_bytes.h>
+
 namespace oomguard::plot {
 
-struct TagBytes {
-  std::string tag;
-  int64_t bytes = 0;
-};
+using TagBytes = memory::TagBytes;
 
 struct PhaseSpan {
   std::string name;

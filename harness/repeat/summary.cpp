@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "harness/repeat/flake_stats.h"
+#include "harness/report/run_report.h"
 #include "harness/xml_text.h"
 
 namespace oomguard::repeat {
@@ -110,23 +111,25 @@ Iteration iteration_from_report(
   it.seed = seed;
   it.exit_code = exit_code;
   it.wall_seconds = wall_seconds;
-  if (!report.is_object() || !report.contains("outcome")) {
+  if (report.is_null()) {
     it.outcome = memory::PhaseStatus::kError;
     it.detail = "exit code " + std::to_string(exit_code) + " and no report";
     return it;
   }
-  it.outcome = memory::phase_status_from_string(report.at("outcome").get<std::string>());
-  for (const auto& p : report.at("phases")) {
-    it.phases.push_back(
-        {p.at("name").get<std::string>(),
-         memory::phase_status_from_string(p.at("status").get<std::string>()),
-         p.at("peak_allocated_bytes").get<int64_t>(),
-         p.at("budget_bytes").get<int64_t>()});
+  report::RunRecord run;
+  try {
+    run = report::run_record_from_json(report, "the report of seed " + std::to_string(seed));
+  } catch (const std::invalid_argument& e) {
+    it.outcome = memory::PhaseStatus::kError;
+    it.detail =
+        "exit code " + std::to_string(exit_code) + " and a report it cannot read: " + e.what();
+    return it;
   }
-  if (report.contains("oom") && report.at("oom").is_object()) {
-    it.detail = "out of memory in " + report.at("oom").at("phase").get<std::string>() + ": " +
-                report.at("oom").at("message").get<std::string>();
-  }
+  it.outcome = run.outcome;
+  for (const report::PhaseRecord& p : run.phases)
+    it.phases.push_back({p.name, p.status, p.peak_allocated_bytes, p.budget_bytes});
+  if (run.oom)
+    it.detail = "out of memory in " + run.oom->phase + ": " + run.oom->message;
   return it;
 }
 

@@ -47,7 +47,8 @@ struct Summary {
   std::vector<Iteration> iterations;  // in seed order once complete
 };
 
-// The record of one finished run from its report (null when the run wrote none).
+// The record of one finished run from its report (null when the run wrote none). A report
+// that cannot be read makes an error iteration whose detail says why.
 Iteration iteration_from_report(
     uint64_t seed, int exit_code, double wall_seconds, const nlohmann::json& report);
 

@@ -181,85 +181,48 @@ void run_phases(
     meter.release_cache();
 }
 
-nlohmann::json to_json(const RunReport& report) {
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : report.phases) {
-    nlohmann::json j = {
-        {"name", p.memory.name},
-        {"status", memory::to_string(p.status)},
-        {"start_allocated_bytes", p.memory.start_allocated_bytes},
-        {"peak_allocated_bytes", p.memory.peak_allocated_bytes},
-        {"end_allocated_bytes", p.memory.end_allocated_bytes},
-        {"budget_bytes", p.budget_bytes},
-        {"peak_reserved_bytes",
-         p.memory.peak_reserved_bytes < 0 ? nlohmann::json(nullptr)
-                                          : nlohmann::json(p.memory.peak_reserved_bytes)},
-        {"predicted_peak_allocated_bytes",
-         p.memory.predicted_peak_allocated_bytes < 0
-             ? nlohmann::json(nullptr)
-             : nlohmann::json(p.memory.predicted_peak_allocated_bytes)},
-        {"num_alloc_retries", p.memory.num_alloc_retries},
-        {"steps", p.steps},
-        {"wall_seconds", p.memory.wall_seconds},
-    };
-    j.update(p.results);
-    phases.push_back(std::move(j));
-  }
-  const DeviceReport& d = report.device;
-  const auto or_null = [](const std::string& v) {
-    return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v);
-  };
-  const nlohmann::json device_info = {
-      {"type", d.type},
-      {"name", or_null(d.name)},
-      {"total_bytes", d.total_bytes < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.total_bytes)},
-      {"emulated_card", or_null(d.card)},
-      {"alloc_conf", or_null(d.alloc_conf)},
-      {"alloc_conf_source", or_null(d.alloc_conf_source)},
-      {"allocator_model", or_null(d.allocator_model)},
-      {"model_cublas_workspace", or_null(d.model_workspace)},
-      {"model_rules", or_null(d.model_rules)},
-      {"segments", d.segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.segments)},
-      {"expandable_segments",
-       d.expandable_segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.expandable_segments)},
-      {"alloc_conf_effect", or_null(d.alloc_conf_effect)}};
+report::RunRecord to_record(const RunReport& report) {
+  report::RunRecord r;
+  r.outcome = report.outcome;
+  r.seed = report.seed;
+  r.device = report.device;
+  r.torch_version = TORCH_VERSION;
+  r.capacity_bytes = report.capacity_bytes;
   // Whether each guard was on; empty_cache has no effect on CPU.
-  nlohmann::json guards = nlohmann::json::object();
-  for (const GuardInfo& g : guard_table()) {
-    guards[g.name] = report.guards.*g.flag;
+  for (const GuardInfo& g : guard_table())
+    r.guards[g.name] = report.guards.*g.flag;
+  r.config = report.config;
+  for (const PhaseReport& p : report.phases) {
+    report::PhaseRecord& ph = r.phases.emplace_back();
+    ph.name = p.memory.name;
+    ph.status = p.status;
+    ph.start_allocated_bytes = p.memory.start_allocated_bytes;
+    ph.peak_allocated_bytes = p.memory.peak_allocated_bytes;
+    ph.end_allocated_bytes = p.memory.end_allocated_bytes;
+    ph.budget_bytes = p.budget_bytes;
+    ph.peak_reserved_bytes = p.memory.peak_reserved_bytes;
+    ph.predicted_peak_allocated_bytes = p.memory.predicted_peak_allocated_bytes;
+    ph.num_alloc_retries = p.memory.num_alloc_retries;
+    ph.steps = p.steps;
+    ph.wall_seconds = p.memory.wall_seconds;
+    ph.extra = p.results;
+    ph.live_at_peak = p.live_at_peak;
   }
-  nlohmann::json oom = nullptr;
-  if (report.oom) {
-    oom = {
-        {"phase", report.oom->phase},
-        {"requested_bytes", report.oom->requested_bytes},
-        {"message", report.oom->message}};
-  }
-  nlohmann::json rules = nlohmann::json::array();
-  for (const BudgetRule& r : report.budget_rules)
-    rules.push_back({{"name", r.name}, {"bytes", r.bytes}, {"detail", r.detail}});
-  nlohmann::json device_error = nullptr;
+  r.budget_rules = report.budget_rules;
   if (report.device_error)
-    device_error = {
-        {"phase", report.device_error->phase}, {"message", report.device_error->message}};
-  return {
-      {"schema", "oomguard.report/1"},
-      {"outcome", memory::to_string(report.outcome)},
-      {"seed", report.seed},
-      {"device", d.type},
-      {"device_info", device_info},
-      {"torch_version", TORCH_VERSION},
-      {"capacity_bytes", report.capacity_bytes},
-      {"guards", guards},
-      {"config", report.config},
-      {"phases", phases},
-      {"budget_rules", rules},
-      {"device_error", device_error},
-      {"oom", oom}};
+    r.device_error =
+        report::DeviceErrorRecord{report.device_error->phase, report.device_error->message};
+  if (report.oom)
+    r.oom = report::OomRecord{report.oom->phase, report.oom->requested_bytes, report.oom->message};
+  return r;
+}
+
+nlohmann::json to_json(const RunReport& report) {
+  return report::to_json(to_record(report));
 }
 
 void write_report(const RunReport& report, const std::string& path) {
-  write_file_atomically(path, to_json(report).dump(2) + "\n");
+  report::write_run_record(to_record(report), path);
 }
 
 }  // namespace oomguard::run

@@ -12,6 +12,7 @@
 #include <oomguard/memory/meter.h>
 #include <oomguard/memory/phase_scope.h>
 #include "harness/run/config.h"
+#include "harness/report/run_report.h"
 #include "harness/run/cuda_budget.h"
 
 namespace oomguard::run {
@@ -22,6 +23,8 @@ struct PhaseReport {
   int64_t budget_bytes = 0;
   int64_t steps = 0;
   nlohmann::json results = nlohmann::json::object();  // the phase's own figures
+  // What was live at the peak by tag, where the caller's meter sees tags (the run on CPU).
+  std::optional<std::vector<memory::TagBytes>> live_at_peak;
 };
 
 struct OomReport {
@@ -31,23 +34,7 @@ struct OomReport {
 };
 
 // Where the run ran and what it emulated: the report names both cards.
-struct DeviceReport {
-  std::string type = "cpu";       // cpu or cuda
-  std::string name;               // the GPU's name on CUDA
-  int64_t total_bytes = -1;       // the GPU's total memory on CUDA; -1 on CPU
-  std::string card;               // the emulated card profile (--card), empty if none
-  std::string alloc_conf;         // the caching allocator's settings in effect (CUDA)
-  std::string alloc_conf_source;  // config, environment or default
-  std::string allocator_model;    // cuda: a CPU run through the caching-allocator model
-  std::string model_workspace;    // with the model: the cuBLAS workspaces it adds
-  std::string model_rules;        // with the model: its CPU-to-GPU rules ("cublas_workspace,...")
-  // CUDA: the allocator's segments, read back from it at the phase end where it held the most
-  // (-1: not read), of which expandable, and what that says of expandable_segments
-  // (sim::expandable_segments_effect; "" when not asked and none is expandable).
-  int64_t segments = -1;
-  int64_t expandable_segments = -1;
-  std::string alloc_conf_effect;
-};
+using DeviceReport = report::DeviceInfo;
 
 struct RunReport {
   // kPass, kBudgetExceeded, kNearOom (allocator retries under --fail-on-retry), kOom,
@@ -81,6 +68,9 @@ struct RunOptions {
 
 RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOptions& options);
 
+// The run as its report (oomguard.report/1): report::to_json writes it, and what the run
+// command added to the phases' results (live_at_peak) becomes typed.
+report::RunRecord to_record(const RunReport& report);
 nlohmann::json to_json(const RunReport& report);
 // Writes atomically: a temporary file beside `path`, then a rename.
 void write_report(const RunReport& report, const std::string& path);

@@ -5,16 +5,14 @@
 #include <string>
 #include <vector>
 
+#include <oomguard/memory/tag_bytes.h>
 #include <oomguard/sim/caching_allocator.h>
 #include <oomguard/sim/trace.h>
 
 namespace oomguard::sim {
 
 // Bytes requested by live allocations of one tag (the model part, or a snapshot's frame).
-struct TagBytes {
-  std::string tag;  // "(untagged)" for allocations without one, "(rest)" for the others
-  int64_t bytes = 0;
-};
+using TagBytes = memory::TagBytes;
 
 // `bytes[t]` of the tags `names[t]` as live_at_peak lists them: the five largest (largest
 // first, ties by index; an empty name as "(untagged)"), then the others summed as "(rest)";
