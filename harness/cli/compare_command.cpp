@@ -4,14 +4,14 @@
 
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
-#include "harness/cli/inputs.h"
+#include "harness/app/inputs.h"
 #include "harness/compare/compare.h"
 #include "harness/compare/render.h"
 
 namespace oomguard::cli {
 
 int compare_command(const CompareArgs& args) {
-  const compare::Comparison c = given([&] {
+  const compare::Comparison c = app::given([&] {
     std::vector<compare::Limit> limits;
     for (const auto& text : args.limits)
       limits.push_back(compare::parse_limit(text));

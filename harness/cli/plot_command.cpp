@@ -10,7 +10,7 @@
 
 #include "harness/atomic_file.h"
 #include "harness/cli/replay_command.h"
-#include "harness/cli/inputs.h"
+#include "harness/app/inputs.h"
 #include "harness/compare/render.h"
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
@@ -208,7 +208,7 @@ int plot_command(const PlotArgs& args) {
   if (!html && !svg)
     throw UsageError("-o " + args.output + ": name an .svg or an .html file");
   const RunFacts facts = args.run_report.empty() ? RunFacts{} : read_run_report(args.run_report);
-  check_writable(args.output, "-o");
+  app::check_writable(args.output, "-o");
 
   // The card: given, else the run report's, else none (the model then has no limit).
   std::string card = args.card.empty() && args.capacity.empty() ? facts.card : args.card;
@@ -219,7 +219,7 @@ int plot_command(const PlotArgs& args) {
     device = {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0};
     capacity = c.capacity_bytes();
   } else if (!args.capacity.empty() || facts.capacity_bytes > 0) {
-    capacity = args.capacity.empty() ? facts.capacity_bytes : parse_capacity(args.capacity);
+    capacity = args.capacity.empty() ? facts.capacity_bytes : app::parse_capacity(args.capacity);
     device = sim::DeviceLimits::capacity(capacity);
   }
   const nlohmann::json doc = json_document(args.input);

@@ -19,6 +19,7 @@
 
 #include "harness/cli/exit_codes.h"
 #include "harness/atomic_file.h"
+#include "harness/app/inputs.h"
 #include "harness/cli/run_command.h"
 #include "harness/interrupt.h"
 #include <oomguard/memory/cuda_meter.h>
@@ -194,7 +195,7 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
   const RunArgs run_args = parse_run_args(plan.run_args);
   // On CUDA (asked for, or auto with a device) parallel runs would share one GPU; refused
   // before the device is looked for, so that the refusal reads the same on every machine.
-  const std::string device = asked_device(run_args.device);
+  const std::string device = app::asked_device(run_args.device);
   if (args.jobs > 1 && (device == "cuda" || (device == "auto" && memory::cuda_meter_built() &&
                                              memory::cuda_device_count() > 0)))
     throw UsageError(
@@ -202,9 +203,9 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
         " on CUDA: the runs would share one GPU, each capped at the emulated card by a memory "
         "fraction of its own, so together they could hold more than the card and each sees "
         "the others' memory; use --jobs 1 on a GPU");
-  resolve_run(run_args);  // everything the runs will be given is checked before any starts
-  check_writable(args.report_file, "--report");
-  check_writable(args.junit_file, "--junit");
+  app::resolve_run(run_args);  // everything the runs will be given is checked before any starts
+  app::check_writable(args.report_file, "--report");
+  app::check_writable(args.junit_file, "--junit");
 
   const bool keep = !args.runs_dir.empty();
   fs::path dir = args.runs_dir;
@@ -311,8 +312,8 @@ int merge_command(const MergeArgs& args) {
       throw UsageError("merge: " + file + ": " + e.what());
     }
   }
-  check_writable(args.report_file, "--report");
-  check_writable(args.junit_file, "--junit");
+  app::check_writable(args.report_file, "--report");
+  app::check_writable(args.junit_file, "--junit");
   Summary merged;
   try {
     merged = repeat::merge(shards);

@@ -14,7 +14,7 @@
 
 #include "harness/atomic_file.h"
 #include "harness/cli/exit_codes.h"
-#include "harness/cli/inputs.h"
+#include "harness/app/inputs.h"
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/sim/pickle.h"
@@ -222,7 +222,7 @@ Input read_input(const std::string& path) {
   if (!file)
     throw UsageError("trace " + path + ": cannot be opened");
   const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  return given([&] {
+  return app::given([&] {
     Input input;
     if (sim::looks_like_pickle(bytes)) {
       input.snapshot.emplace();
@@ -237,7 +237,7 @@ Input read_input(const std::string& path) {
 
 // Every card, then every capacity, each with every allocator setting in the order given.
 std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int version) {
-  const sim::GpuRules rules = rules_option(args.rules);
+  const sim::GpuRules rules = app::rules_option(args.rules);
   // A trace's matrix products take the card's cuBLAS workspaces; a snapshot recorded them.
   const auto workspace = [&](int sm) {
     if (input.snapshot)
@@ -261,7 +261,7 @@ std::vector<Setting> settings_of(const ReplayArgs& args, const Input& input, int
   for (const auto& text : args.capacities)
     devices.push_back(
         {"",
-         sim::DeviceLimits::capacity(parse_capacity(text)),
+         sim::DeviceLimits::capacity(app::parse_capacity(text)),
          "",
          {},
          workspace(memory::kDefaultModelSm)});
@@ -345,9 +345,9 @@ int replay_command(const ReplayArgs& args) {
           : args.torch_version;
   const int version = parse_torch_version(torch_version);
   for (const auto& text : args.capacities)
-    parse_capacity(text);  // a bad size is named before the trace is read
-  check_writable(args.report_file, "--report");
-  check_writable(args.export_snapshot, "--export-snapshot");
+    app::parse_capacity(text);  // a bad size is named before the trace is read
+  app::check_writable(args.report_file, "--report");
+  app::check_writable(args.export_snapshot, "--export-snapshot");
   const Input input = read_input(args.trace_file);
   const std::vector<Setting> settings = settings_of(args, input, version);
   if (!args.export_snapshot.empty() && settings.front().settings.expandable_segments)

@@ -8,7 +8,7 @@
 #include "harness/usage_error.h"
 #include <oomguard/sim/gpu_rules.h>
 
-namespace oomguard::cli {
+namespace oomguard::app {
 
 // Returns read(): reading what the user gave (an input file, an option's value) through a
 // library that refuses bad input with std::invalid_argument, which becomes a UsageError.
@@ -37,4 +37,4 @@ int64_t parse_capacity(const std::string& text);
 // path + ".tmp", the name write_file_atomically uses). An empty path passes.
 void check_writable(const std::string& path, const char* option);
 
-}  // namespace oomguard::cli
+}  // namespace oomguard::app

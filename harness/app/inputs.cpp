@@ -1,4 +1,4 @@
-#include "harness/cli/inputs.h"
+#include "harness/app/inputs.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 
 #include <oomguard/memory/sizes.h>
 
-namespace oomguard::cli {
+namespace oomguard::app {
 
 sim::GpuRules rules_option(const std::string& text) {
   try {
@@ -49,4 +49,4 @@ int64_t parse_capacity(const std::string& text) {
   return bytes;
 }
 
-}  // namespace oomguard::cli
+}  // namespace oomguard::app

@@ -1,0 +1,583 @@
+#include "harness/app/run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include "data/text_source.h"
+#include "harness/app/inputs.h"
+#include "harness/atomic_file.h"
+#include "harness/interrupt.h"
+#include "harness/log.h"
+#include "harness/memory/start_again.h"
+#include "harness/run/cuda_budget.h"
+#include <oomguard/memory/cards.h>
+#include <oomguard/memory/cuda_meter.h>
+#include <oomguard/memory/live_by_tag.h>
+#include <oomguard/memory/meter_stack.h>
+#include <oomguard/memory/sizes.h>
+#include <oomguard/sim/alloc_conf.h>
+#include <oomguard/sim/replay.h>
+#include <oomguard/sim/snapshot_export.h>
+#include <oomguard/sim/trace.h>
+
+namespace oomguard::app {
+namespace {
+
+nlohmann::json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw UsageError("config " + path + ": cannot be opened");
+  auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded())
+    throw UsageError("config " + path + ": malformed JSON");
+  return doc;
+}
+
+// auto takes CUDA when this build has the CUDA meter and a device is visible. Without
+// --device, OOMGUARD_DEVICE says which (as it does for the GoogleTest layer).
+std::string resolve_device(const std::string& option) {
+  try {
+    return memory::resolve_device(asked_device(option));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError((option.empty() ? "OOMGUARD_DEVICE: " : "--") + std::string(e.what()));
+  }
+}
+
+constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
+
+// The allocator settings the environment gives this LibTorch: the first of its variables
+// that is set (`variable`), and whether every one of them is (2.9+ reads two). Throws
+// UsageError when two disagree.
+struct EnvAllocConf {
+  const char* variable = nullptr;  // null: none set
+  std::string value;
+  bool all_set = true;
+};
+
+EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
+  EnvAllocConf env;
+  for (const char* name : sim::alloc_conf_variables(torch)) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+      env.all_set = false;
+    } else if (env.variable == nullptr) {
+      env.variable = name;
+      env.value = value;
+    } else if (env.value != value) {
+      throw UsageError(
+          std::string(env.variable) + "=" + env.value + " and " + name + "=" + value +
+          " disagree: LibTorch 2.9's CUDA allocator reads only the first, later ones read it "
+          "first and their device-generic settings the second; give both one value");
+    }
+  }
+  return env;
+}
+
+// Allocator settings under which a CUDA run's figures would not be the card's: throws
+// UsageError naming why. The settings are the environment's, else memory.alloc_conf.
+// - garbage_collection_threshold acts only under a memory fraction (CUDACachingAllocator.cpp:
+//   `set_fraction && garbage_collection_threshold() > 0`), and an emulated card is a memory
+//   fraction: the run would collect garbage where the real card, without one, never does;
+// - backend:cudaMallocAsync leaves the native allocator's statistics untouched
+//   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
+void refuse_unmeasurable_alloc_conf(const std::string& config_conf, bool emulated_card) {
+  const EnvAllocConf env = env_alloc_conf({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+  const std::string conf = env.variable != nullptr ? env.value : config_conf;
+  std::vector<sim::AllocOption> options;
+  try {
+    options = sim::split_alloc_conf(conf);
+  } catch (const std::invalid_argument&) {
+    return;  // malformed: apply_alloc_conf names what is wrong
+  }
+  for (const auto& option : options) {
+    if (emulated_card && option.key == "garbage_collection_threshold")
+      throw UsageError(
+          "allocator setting garbage_collection_threshold on an emulated card: the card is "
+          "emulated by a memory fraction, and the allocator collects garbage only under one, "
+          "so this run would free cache where the real card never does; drop the setting, or "
+          "run without --card/--capacity on the card itself");
+    if (option.key == "backend" && option.value == "cudaMallocAsync")
+      throw UsageError(
+          "allocator setting backend:cudaMallocAsync: its statistics have no allocator "
+          "retries or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard "
+          "cannot check this run's near-OOMs; measure with the native allocator (drop "
+          "backend)");
+  }
+}
+
+// The caching allocator reads its settings from the environment once, possibly as early as
+// when LibTorch loads. So memory.alloc_conf goes into the environment and the process starts
+// again with it (execv does not return); a value already there is respected.
+void apply_alloc_conf(const RunRequest& args, const run::RunConfig& config, run::DeviceReport& d) {
+  const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  // Every variable this LibTorch reads the settings from (2.9+: two); they must agree.
+  const EnvAllocConf env = env_alloc_conf(torch);
+  const char* ours = std::getenv(kAllocConfFromConfig);
+  if (env.variable != nullptr) {
+    d.alloc_conf = env.value;
+    d.alloc_conf_source = ours != nullptr && d.alloc_conf == ours ? "config" : "environment";
+    try {
+      sim::validate_alloc_conf(d.alloc_conf, torch);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string(env.variable) + ": " + e.what());
+    }
+    if (d.alloc_conf_source == "environment" && !config.alloc_conf.empty() &&
+        config.alloc_conf != d.alloc_conf)
+      log::warn(
+          std::string(env.variable) + "=" + d.alloc_conf + " from the environment is used; " +
+          "memory.alloc_conf=" + config.alloc_conf + " is not");
+    // One variable of two given (2.9+): the process starts again with both, or 2.9's CUDA
+    // allocator would not see a PYTORCH_ALLOC_CONF alone.
+    if (!env.all_set) {
+      if (args.argv == nullptr)
+        throw std::logic_error("allocator settings need the process's arguments to start again");
+      memory::start_again_with_alloc_conf(d.alloc_conf, args.argv);
+    }
+    return;
+  }
+  if (config.alloc_conf.empty()) {
+    d.alloc_conf_source = "default";
+    return;
+  }
+  if (args.argv == nullptr)
+    throw std::logic_error("memory.alloc_conf needs the process's arguments to start again");
+  log::info(
+      std::string("memory.alloc_conf: starting again with ") + sim::alloc_conf_variable(torch) +
+      (sim::alloc_conf_variables(torch).size() > 1 ? " and PYTORCH_ALLOC_CONF" : "") + "=" +
+      config.alloc_conf);
+  memory::start_again_with_alloc_conf(config.alloc_conf, args.argv, kAllocConfFromConfig);
+}
+
+constexpr const char* kWorkspaceFromCard = "OOMGUARD_CUBLAS_WORKSPACE_CONFIG_FROM_CARD";
+
+// The config's budgets are CPU figures; a CUDA run also holds the cuBLAS workspaces of the
+// card it stands for (run::cuda_budget). Emulating a card whose workspace size differs from
+// the device's, the process starts again with CUBLAS_WORKSPACE_CONFIG set to the card's, so
+// the device allocates what the card would (a user's own CUBLAS_WORKSPACE_CONFIG is kept).
+std::vector<run::BudgetRule> cuda_budget_rules(const RunRequest& args) {
+  const int device_sm = memory::cuda_compute_capability(0);
+  const int card_sm = args.card.empty() ? 0 : memory::find_card(args.card).compute_capability;
+  const char* env = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const char* ours = std::getenv(kWorkspaceFromCard);
+  const bool is_ours = env != nullptr && ours != nullptr && std::string(env) == ours;
+  run::CudaBudget budget;
+  try {
+    budget = run::cuda_budget(
+        device_sm,
+        card_sm,
+        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+        env != nullptr ? env : "",
+        is_ours);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (!budget.workspace_config_to_set.empty()) {
+    if (args.argv == nullptr)
+      throw std::logic_error(
+          "CUBLAS_WORKSPACE_CONFIG needs the process's arguments to start again");
+    log::info(
+        "--card " + args.card + ": starting again with CUBLAS_WORKSPACE_CONFIG=" +
+        budget.workspace_config_to_set + " (the card's cuBLAS workspace, not this device's)");
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", budget.workspace_config_to_set.c_str(), 1);
+    ::setenv(kWorkspaceFromCard, budget.workspace_config_to_set.c_str(), 1);
+    memory::start_again(args.argv);
+  }
+  for (const auto& rule : budget.rules)
+    log::info(
+        "budgets: + " + rule.name + " " + memory::format_size(rule.bytes) + ": " + rule.detail);
+  return budget.rules;
+}
+
+ResolvedRun resolve_given(const RunRequest& args) {
+  nlohmann::json overrides = nlohmann::json::object();
+  if (!args.config_file.empty())
+    overrides = read_config_file(args.config_file);
+  for (const auto& s : args.sets)
+    run::apply_set(overrides, s);
+  for (const auto& g : args.disabled_guards)
+    run::disable_guard(overrides, g);
+  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, std::nullopt, {}};
+  // A bad data file is a usage error too: found here, before anything runs.
+  if (!resolved.config.data_file.empty()) {
+    const auto& g = resolved.config.generate;
+    const auto samples = data::read_samples(resolved.config.data_file);
+    const auto long_enough = static_cast<int64_t>(phases::prompt_sources(samples, g).size());
+    if (long_enough < g.prompts)
+      throw UsageError(
+          "data file " + resolved.config.data_file + ": " + std::to_string(long_enough) +
+          " samples hold generate.prompt_length = " + std::to_string(g.prompt_length) +
+          " bytes, generate.prompts needs " + std::to_string(g.prompts) +
+          "; lower generate.prompts or generate.prompt_length");
+  }
+  // Settings a CUDA run cannot measure faithfully are refused before the device is looked
+  // for, so that the refusal reads the same on every machine.
+  const bool emulated = !args.card.empty() || !args.capacity.empty();
+  const bool cuda_asked = asked_device(args.device) == "cuda";
+  if (cuda_asked)
+    refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
+  resolved.device = resolve_device(args.device);
+  if (!cuda_asked && resolved.device == "cuda")  // auto found a device
+    refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
+  if (!args.card.empty())
+    resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
+  if (!args.capacity.empty())
+    resolved.capacity_bytes = parse_capacity(args.capacity);
+  // On CUDA, --snapshot is PyTorch's own snapshot of the allocator's recorded history.
+  if (resolved.device == "cpu" && !args.snapshot_file.empty()) {
+    try {
+      resolved.snapshot_settings = sim::AllocatorSettings::parse(
+          resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--snapshot: ") + e.what());
+    }
+    if (resolved.snapshot_settings->expandable_segments)
+      throw UsageError(
+          "--snapshot: memory.alloc_conf has expandable_segments:True, whose pages are not "
+          "segments of their own; a snapshot is written for the other settings");
+    // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
+    // snapshot shows them.
+    const int sm = args.card.empty() ? memory::kDefaultModelSm
+                                     : memory::find_card(args.card).compute_capability;
+    try {
+      resolved.snapshot_workspace = sim::cublas_workspace_rule(
+          sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, rules_option(args.rules));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--snapshot: ") + e.what());
+    }
+  }
+  if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
+    throw UsageError(
+        std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
+        " works on the CPU meter, and this run would use the GPU; add --device cpu");
+  if (args.rules != "all" && args.allocator_model != "cuda" && args.snapshot_file.empty())
+    throw UsageError(
+        "--rules chooses the allocator model's rules; add --allocator-model cuda (or "
+        "--snapshot)");
+  if (args.allocator_model == "cuda") {
+    const sim::GpuRules rules = rules_option(args.rules);
+    try {
+      resolved.model = memory::model_target(
+          args.card,
+          resolved.capacity_bytes,
+          resolved.config.alloc_conf,
+          {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+          rules);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--allocator-model cuda: ") + e.what());
+    }
+  }
+  return resolved;
+}
+
+// The run's trace replayed through the caching-allocator model (the run's settings and card)
+// and written as a PyTorch memory snapshot; a trace of the snapshot's own is removed after.
+void write_snapshot(
+    const std::string& trace_path, const RunRequest& args, const ResolvedRun& resolved) {
+  std::ifstream in(trace_path);
+  const sim::Trace trace = sim::read_trace(in, trace_path);
+  in.close();
+  if (args.trace_file.empty())
+    std::remove(trace_path.c_str());
+  sim::DeviceLimits device = resolved.model ? resolved.model->device : sim::DeviceLimits{};
+  if (device.total_bytes == 0 && resolved.capacity_bytes > 0)
+    device = sim::DeviceLimits::capacity(resolved.capacity_bytes);
+  sim::DeviceTrace device_trace;
+  const sim::ReplayResult r = sim::replay(
+      trace,
+      *resolved.snapshot_settings,
+      device,
+      nullptr,
+      &device_trace,
+      resolved.snapshot_workspace.bytes_per_handle);
+  write_file_atomically(
+      args.snapshot_file,
+      sim::snapshot_pickle(
+          trace, device_trace, resolved.config.alloc_conf, /*expandable_segments=*/false));
+  log::info(
+      "snapshot: " + std::to_string(device_trace.entries.size()) + " entries, " +
+      std::to_string(device_trace.segments.size()) + " segments, reserved peak " +
+      memory::format_size(r.peak_reserved_bytes) + " in " + args.snapshot_file +
+      "; python -m torch.cuda._memory_viz trace " + args.snapshot_file + " reads it");
+}
+
+// The run's options: the device, its allocator settings and the budget rules it adds.
+run::RunOptions run_options(const RunRequest& args, const ResolvedRun& resolved) {
+  const run::RunConfig& config = resolved.config;
+  run::RunOptions options;
+  options.seed = static_cast<uint64_t>(args.seed);
+  options.capacity_bytes = resolved.capacity_bytes;
+  options.fail_on_retry = args.fail_on_retry;
+  options.device.type = resolved.device;
+  options.device.card = args.card;
+  if (resolved.device == "cuda") {
+    apply_alloc_conf(args, config, options.device);  // may start the process again
+    options.budget_rules = cuda_budget_rules(args);  // may start the process again
+  } else if (!config.alloc_conf.empty()) {
+    options.device.alloc_conf = config.alloc_conf;
+    options.device.alloc_conf_source = "config";
+    if (!resolved.model)
+      log::info("memory.alloc_conf has no effect on CPU runs without --allocator-model cuda");
+  }
+  options.device.allocator_model = resolved.model ? "cuda" : "";
+  if (resolved.model) {
+    const memory::ModelTarget& model = *resolved.model;
+    options.device.model_rules = sim::GpuRules::parse(args.rules).names();
+    if (model.workspace.bytes_per_handle > 0) {
+      options.device.model_workspace = model.workspace.describe();
+      log::info(
+          "allocator model: + cuBLAS workspaces, " + options.device.model_workspace +
+          ", at the first GEMM of the forward and of the backward");
+    }
+    if (model.attention)
+      log::info(
+          "allocator model: scaled-dot-product attention as sm" + std::to_string(model.sm) +
+          "'s kernel keeps it (sdpa_attention)");
+  }
+  return options;
+}
+
+// The meters of the run: the CPU's or CUDA's, the emulated card, the trace, the model.
+std::unique_ptr<memory::MeterStack> make_meters(
+    const RunRequest& args, const ResolvedRun& resolved, const std::string& trace_path) {
+  memory::MeterOptions meter_options;
+  meter_options.device = resolved.device;
+  meter_options.capacity_bytes = resolved.capacity_bytes;
+  meter_options.card = args.card;
+  meter_options.trace_path = trace_path;
+  if (resolved.model)
+    meter_options.model_targets.push_back(*resolved.model);
+  try {
+    return std::make_unique<memory::MeterStack>(meter_options);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(
+        (args.card.empty() ? "--capacity: " : "--card " + args.card + ": ") +
+        std::string(e.what()));
+  }
+}
+
+// What the run is about to do: the card, its emulation on a bigger GPU, the run's settings.
+void log_start(
+    const RunRequest& args,
+    const ResolvedRun& resolved,
+    const run::RunOptions& options,
+    const memory::CudaMeter* cuda) {
+  if (!args.card.empty()) {
+    const auto& card = memory::find_card(args.card);
+    log::info(
+        "card " + card.name + ": total " + memory::format_size(card.total_bytes) + " (" +
+        card.note + "), context reserve " + memory::format_size(card.context_bytes) +
+        " -> capacity " + memory::format_size(resolved.capacity_bytes));
+  }
+  if (cuda && resolved.capacity_bytes > 0) {
+    char fraction[32];
+    std::snprintf(
+        fraction,
+        sizeof(fraction),
+        "%.4f",
+        static_cast<double>(resolved.capacity_bytes) /
+            static_cast<double>(cuda->device_total_bytes()));
+    log::info(
+        "emulated on " + cuda->device_name() + " (" +
+        memory::format_size(cuda->device_total_bytes()) + "): memory fraction " + fraction +
+        ". Peaks here can differ from the real card's " +
+        "(other kernels, cuBLAS/cuDNN workspaces, no other process): keep a margin against it");
+  }
+  log::info(
+      "oomguard run: seed " + std::to_string(args.seed) + ", device " +
+      (cuda ? "cuda (" + cuda->device_name() + ")" : std::string("cpu")) + ", " +
+      std::to_string(at::get_num_threads()) + " threads, capacity " +
+      (resolved.capacity_bytes > 0 ? memory::format_size(resolved.capacity_bytes)
+                                   : std::string("none")) +
+      ", guards off: " + disabled_guards(resolved.config.guards) +
+      (options.device.alloc_conf.empty() ? std::string()
+                                         : ", alloc_conf " + options.device.alloc_conf + " (" +
+                                               options.device.alloc_conf_source + ")"));
+}
+
+double headroom_percent(const run::PhaseReport& p) {
+  return 100.0 * static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
+         static_cast<double>(p.budget_bytes);
+}
+
+// The [mem] line of each phase as it ends, what was live at a failed phase's peak, and a
+// near-OOM's warning; on CUDA it also keeps the phase end at which the allocator held the
+// most segments.
+std::function<void(const run::PhaseReport&)> phase_logger(
+    int64_t capacity,
+    memory::LiveByTag* live,
+    memory::CudaMeter* cuda,
+    memory::CudaSegments& segments_seen) {
+  return [capacity, live, cuda, &segments_seen](const run::PhaseReport& p) {
+    if (cuda) {
+      const memory::CudaSegments now = cuda->segments();
+      if (now.segments >= segments_seen.segments)
+        segments_seen = now;
+    }
+    char pct[32];
+    std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
+    std::string line = "[mem] phase=" + p.memory.name +
+                       " peak=" + memory::format_size(p.memory.peak_allocated_bytes) +
+                       " budget=" + memory::format_size(p.budget_bytes) + " headroom=" + pct;
+    if (p.memory.peak_reserved_bytes >= 0) {
+      line += " reserved=" + memory::format_size(p.memory.peak_reserved_bytes) +
+              " retries=" + std::to_string(p.memory.num_alloc_retries);
+      if (capacity > 0)
+        line += " card_margin=" + memory::format_size(capacity - p.memory.peak_reserved_bytes);
+    }
+    log::info(line + " status=" + memory::to_string(p.status));
+    if (live && p.status != memory::PhaseStatus::kPass)
+      log::info(
+          "[mem] live at the " + p.memory.name + " peak: " +
+          memory::describe_live(live->live_at_peak(p.memory.name, p.memory.peak_allocated_bytes)));
+    if (p.memory.num_alloc_retries > 0)
+      log::warn(
+          "near-OOM in phase " + p.memory.name + ": the allocator freed its cache and retried " +
+          std::to_string(p.memory.num_alloc_retries) +
+          " time(s) to serve a request; --fail-on-retry makes this a failure");
+  };
+}
+
+// What the run's end says of the device (CUDA: whether expandable segments took effect), what
+// was live at each peak (CPU), and how the run ended, in the log.
+void complete_report(
+    run::RunReport& report,
+    const memory::CudaMeter* cuda,
+    const memory::CudaSegments& segments_seen,
+    memory::LiveByTag* live) {
+  if (cuda) {
+    report.device.segments = segments_seen.segments;
+    report.device.expandable_segments = segments_seen.expandable;
+    report.device.alloc_conf_effect = sim::expandable_segments_effect(
+        report.device.alloc_conf, segments_seen.segments, segments_seen.expandable);
+    if (report.device.alloc_conf_effect.rfind("not in effect", 0) == 0)
+      log::warn("allocator setting " + report.device.alloc_conf_effect);
+    else if (!report.device.alloc_conf_effect.empty())
+      log::info("allocator setting expandable_segments: " + report.device.alloc_conf_effect);
+  }
+  if (live)  // none on CUDA: the CPU meter does not see the GPU
+    for (auto& p : report.phases) {
+      p.live_at_peak.emplace();
+      for (const auto& [tag, bytes] :
+           live->live_at_peak(p.memory.name, p.memory.peak_allocated_bytes))
+        p.live_at_peak->push_back({tag, bytes});
+    }
+  if (report.oom)
+    log::error("out of memory in phase " + report.oom->phase + ": " + report.oom->message);
+  if (report.device_error)
+    log::error(
+        "CUDA error (not out of memory) in phase " + report.device_error->phase + ": " +
+        report.device_error->message);
+  if (report.outcome == memory::PhaseStatus::kInterrupted)
+    log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);
+}
+
+// Writes one output after the run: one that cannot be written is named and loses nothing
+// else, and the run's outcome stands.
+template <typename Write>
+void write_output(
+    const char* what, const std::string& path, const run::RunReport& report, Write&& write) {
+  if (path.empty())
+    return;
+  try {
+    write();
+  } catch (const std::exception& e) {
+    log::error(
+        std::string(what) + " " + path + " not written: " + e.what() +
+        "; the run's outcome stands: " + memory::to_string(report.outcome));
+  }
+}
+
+}  // namespace
+
+ResolvedRun resolve_run(const RunRequest& request) {
+  return given([&] { return resolve_given(request); });
+}
+
+run::RunReport execute_run(
+    const RunRequest& args,
+    const ResolvedRun& resolved,
+    const std::function<void(const run::RunReport&)>& on_report) {
+  check_writable(args.report_file, "--report");
+  run::RunOptions options = run_options(args, resolved);
+  check_writable(args.trace_file, "--trace");
+  check_writable(args.snapshot_file, "--snapshot");
+  // --snapshot on CPU replays the run's trace: the one asked for, or one of its own next to it.
+  const bool cpu_snapshot = !args.snapshot_file.empty() && resolved.device == "cpu";
+  const std::string trace_path = !args.trace_file.empty() ? args.trace_file
+                                 : cpu_snapshot           ? args.snapshot_file + ".trace.tmp"
+                                                          : "";
+  const int threads = resolved.config.threads > 0
+                          ? static_cast<int>(resolved.config.threads)
+                          : static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(std::max(threads, 1));
+  const std::unique_ptr<memory::MeterStack> stack = make_meters(args, resolved, trace_path);
+  memory::CudaMeter* cuda = stack->cuda();
+  memory::LiveByTag* live = stack->live();
+  memory::TraceRecorder* recorder = stack->recorder();
+  if (cuda != nullptr) {
+    options.device.name = cuda->device_name();
+    options.device.total_bytes = cuda->device_total_bytes();
+  }
+  log_start(args, resolved, options, cuda);
+  const int64_t capacity = resolved.capacity_bytes > 0
+                               ? resolved.capacity_bytes
+                               : (cuda ? cuda->device_total_bytes() : int64_t{0});
+  if (cuda && !args.snapshot_file.empty())
+    cuda->record_history();  // from the first phase on: every allocation and free
+  memory::CudaSegments segments_seen;
+  options.on_phase = phase_logger(capacity, live, cuda, segments_seen);
+  install_interrupt_handlers();
+  run::RunReport report = run::smoke_run(resolved.config, stack->meter(), options);
+  if (recorder)
+    stack->tracker().remove_observer(recorder);
+  if (live)
+    stack->tracker().remove_observer(live);
+  complete_report(report, cuda, segments_seen, live);
+
+  write_output(
+      "report", args.report_file, report, [&] { run::write_report(report, args.report_file); });
+  if (on_report)
+    on_report(report);
+  write_output("trace", trace_path, report, [&] {
+    if (recorder != nullptr)
+      recorder->close();
+    if (!args.trace_file.empty())
+      log::info(
+          "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
+          "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
+  });
+  if (cpu_snapshot)
+    write_output("snapshot", args.snapshot_file, report, [&] {
+      write_snapshot(trace_path, args, resolved);
+    });
+  if (cuda)
+    write_output("snapshot", args.snapshot_file, report, [&] {
+      const std::string pickle = cuda->snapshot_pickle();
+      write_file_atomically(args.snapshot_file, pickle);
+      log::info(
+          "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
+          memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
+          (report.device.expandable_segments > 0
+               ? std::string("; python -m torch.cuda._memory_viz trace reads it")
+               : "; oomguard replay " + args.snapshot_file + " replays it"));
+    });
+  return report;
+}
+
+std::string disabled_guards(const run::Guards& guards) {
+  std::string off;
+  for (const auto& g : run::guard_table()) {
+    if (!(guards.*g.flag))
+      off += std::string(off.empty() ? "" : ",") + g.name;
+  }
+  return off.empty() ? "none" : off;
+}
+
+}  // namespace oomguard::app

@@ -1,0 +1,68 @@
+#pragma once
+// The run as an application step, apart from the command line: check what was asked
+// (resolve_run), then run it with its meters and observers and write what it was asked to
+// write (execute_run). Progress goes to the log; nothing is printed to stdout here.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/run/config.h"
+#include "harness/run/smoke_run.h"
+#include <oomguard/memory/modelled_meter.h>
+#include <oomguard/sim/caching_allocator.h>
+#include <oomguard/sim/gpu_rules.h>
+
+namespace oomguard::app {
+
+// What a run is asked to do: `oomguard run`'s options.
+struct RunRequest {
+  std::string config_file, report_file, capacity, card,
+      device;                            // device "": OOMGUARD_DEVICE or auto
+  std::string trace_file;                // record the CPU meter's allocations here
+  std::string snapshot_file;             // the run as a PyTorch memory snapshot
+  std::string allocator_model = "none";  // none, or cuda: the caching-allocator model
+  std::string rules = "all";             // the model's CPU-to-GPU rules (sim::GpuRules)
+  std::vector<std::string> sets, disabled_guards;
+  int64_t seed = 0;
+  bool print_config = false;
+  bool print_budgets = false;
+  bool fail_on_retry = false;
+  // The process's own arguments: a run that must put allocator settings into the environment
+  // before LibTorch starts re-executes itself with them.
+  char** argv = nullptr;
+};
+
+// A request checked and completed: everything the run needs, nothing left to refuse.
+struct ResolvedRun {
+  run::RunConfig config;
+  int64_t capacity_bytes = 0;  // emulated card; 0: none
+  std::string device;          // cpu or cuda (auto resolved)
+  // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
+  // predicts, with its rules (cuBLAS workspaces).
+  std::optional<memory::ModelTarget> model;
+  // --snapshot on CPU: the settings its replay uses (memory.alloc_conf), and the cuBLAS
+  // workspaces it adds at the trace's gemm events (--rules).
+  std::optional<sim::AllocatorSettings> snapshot_settings;
+  sim::CublasWorkspace snapshot_workspace;
+};
+
+// Checks everything the request gives (config, sets, guards, card, capacity, device, rules)
+// and builds the run; throws UsageError naming the bad input.
+ResolvedRun resolve_run(const RunRequest& request);
+
+// The guards switched off, "a,b" or "none".
+std::string disabled_guards(const run::Guards& guards);
+
+// Runs the resolved request: the device prepared (on CUDA the process may start again with
+// the allocator settings or the card's cuBLAS workspaces), the meters, the phases, then the
+// report, trace and snapshot. `on_report` is called once the report is written, before the
+// trace and snapshot are. An output that cannot be written after the run is logged as an
+// error and left out; the returned report's outcome is the run's either way.
+run::RunReport execute_run(
+    const RunRequest& request,
+    const ResolvedRun& resolved,
+    const std::function<void(const run::RunReport&)>& on_report);
+
+}  // namespace oomguard::app
