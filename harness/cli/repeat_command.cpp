@@ -20,6 +20,7 @@
 #include "harness/cli/exit_codes.h"
 #include "harness/atomic_file.h"
 #include "harness/app/inputs.h"
+#include "harness/app/repeat.h"
 #include "harness/cli/run_command.h"
 #include "harness/interrupt.h"
 #include <oomguard/memory/cuda_meter.h>
@@ -36,11 +37,6 @@ namespace fs = std::filesystem;
 using repeat::Iteration;
 using repeat::Summary;
 
-struct Child {
-  uint64_t seed;
-  std::chrono::steady_clock::time_point start;
-};
-
 void parse_shard(const std::string& text, repeat::Plan& plan) {
   const auto slash = text.find('/');
   try {
@@ -56,23 +52,6 @@ void parse_shard(const std::string& text, repeat::Plan& plan) {
   }
   if (plan.shard_count < 1 || plan.shard_index < 0 || plan.shard_index >= plan.shard_count)
     throw UsageError("--shard " + text + ": need K >= 1 and 0 <= I < K");
-}
-
-pid_t spawn_run(const std::vector<std::string>& argv, const fs::path& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char*> cargv;
-  for (const auto& a : argv)
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
-    throw std::runtime_error("repeat: cannot start a run: " + std::string(std::strerror(rc)));
-  return pid;
 }
 
 nlohmann::json read_json(const fs::path& path) {
@@ -165,6 +144,27 @@ int finish(const Summary& summary, const std::string& report_file, const std::st
   return all_passed ? kExitPass : kExitBudget;
 }
 
+// On CUDA (asked for, or auto with a device) with more than one job, each running job takes
+// a GPU of its own: two memory fractions on one GPU could together hold more than the card,
+// and each would see the other's memory. Refused when there are fewer GPUs than jobs.
+std::vector<std::string> gpus_for_jobs(int64_t jobs, const std::string& device) {
+  if (jobs <= 1 || device == "cpu")
+    return {};
+  const int count = memory::cuda_meter_built() ? memory::cuda_device_count() : 0;
+  if (device == "auto" && count == 0)
+    return {};
+  const std::vector<std::string> gpus =
+      app::visible_gpus(count, std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (static_cast<int64_t>(gpus.size()) < jobs)
+    throw UsageError(
+        "repeat --jobs " + std::to_string(jobs) + " on CUDA: " + std::to_string(gpus.size()) +
+        " GPU(s) visible, and each job needs one of its own (a memory fraction per GPU: two on "
+        "one GPU could together hold more than the card, and each would see the other's "
+        "memory); use --jobs " +
+        std::to_string(std::max<size_t>(gpus.size(), 1)) + " or fewer");
+  return gpus;
+}
+
 }  // namespace
 
 int repeat_command(const RepeatArgs& args, const std::string& program) {
@@ -193,16 +193,9 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
         "run.threads=" + std::to_string(std::max<int64_t>(1, cores / args.jobs)));
   }
   const RunArgs run_args = parse_run_args(plan.run_args);
-  // On CUDA (asked for, or auto with a device) parallel runs would share one GPU; refused
-  // before the device is looked for, so that the refusal reads the same on every machine.
-  const std::string device = app::asked_device(run_args.device);
-  if (args.jobs > 1 && (device == "cuda" || (device == "auto" && memory::cuda_meter_built() &&
-                                             memory::cuda_device_count() > 0)))
-    throw UsageError(
-        "repeat --jobs " + std::to_string(args.jobs) +
-        " on CUDA: the runs would share one GPU, each capped at the emulated card by a memory "
-        "fraction of its own, so together they could hold more than the card and each sees "
-        "the others' memory; use --jobs 1 on a GPU");
+  app::RepeatPool pool;
+  pool.jobs = args.jobs;
+  pool.gpus = gpus_for_jobs(args.jobs, app::asked_device(run_args.device));
   app::resolve_run(run_args);  // everything the runs will be given is checked before any starts
   app::check_writable(args.report_file, "--report");
   app::check_writable(args.junit_file, "--junit");
@@ -217,79 +210,33 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
       throw std::runtime_error("repeat: cannot create a temporary directory");
     dir = tmpl;
   }
+  pool.dir = dir.string();
 
   const std::vector<uint64_t> seeds = plan.seeds();
   std::printf(
-      "oomguard repeat: %zu runs (seeds %llu..%llu%s), %lld at a time\n",
+      "oomguard repeat: %zu runs (seeds %llu..%llu%s), %lld at a time%s\n",
       seeds.size(),
       static_cast<unsigned long long>(plan.seed_start),
       static_cast<unsigned long long>(plan.seed_start + static_cast<uint64_t>(plan.runs) - 1),
       args.shard.empty() ? "" : (", shard " + args.shard).c_str(),
-      static_cast<long long>(args.jobs));
+      static_cast<long long>(args.jobs),
+      pool.gpus.empty() ? "" : ", a GPU each");
   std::fflush(stdout);
-  Summary summary;
-  summary.plan = plan;
-  std::map<pid_t, Child> running;
-  size_t next = 0;
-  // Interrupted: no new runs; the running ones are told (SIGTERM) and end with their reports.
-  install_interrupt_handlers();
-  bool told = false;
-  while ((next < seeds.size() && !interrupt_requested()) || !running.empty()) {
-    while (!interrupt_requested() && next < seeds.size() &&
-           static_cast<int64_t>(running.size()) < args.jobs) {
-      const uint64_t seed = seeds[next++];
-      const std::string stem = "seed-" + std::to_string(seed);
-      fs::remove(dir / (stem + ".json"));
-      std::vector<std::string> argv = {
-          program,
-          "run",
-          "--seed",
-          std::to_string(seed),
-          "--report",
-          (dir / (stem + ".json")).string()};
-      argv.insert(argv.end(), plan.run_args.begin(), plan.run_args.end());
-      running[spawn_run(argv, dir / (stem + ".log"))] = {seed, std::chrono::steady_clock::now()};
-    }
-    if (interrupt_requested() && !told) {
-      for (const auto& entry : running)
-        kill(entry.first, SIGTERM);
-      told = true;
-    }
-    if (running.empty())
-      continue;
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0 && errno == EINTR)
-      continue;
-    if (pid < 0)
-      throw std::runtime_error("repeat: waitpid failed: " + std::string(std::strerror(errno)));
-    const auto found = running.find(pid);
-    if (found == running.end())
-      continue;
-    const Child child = found->second;
-    running.erase(found);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - child.start).count();
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    const std::string stem = "seed-" + std::to_string(child.seed);
-    Iteration it =
-        repeat::iteration_from_report(child.seed, code, seconds, read_json(dir / (stem + ".json")));
-    if (it.outcome == memory::PhaseStatus::kError)
-      it.detail += "; its output: " + (dir / (stem + ".log")).string();
+  pool.on_iteration = [](const Iteration& it, size_t done, size_t total) {
     std::printf(
         "[%zu/%zu] seed %llu: %s  %s  %.1f s\n",
-        summary.iterations.size() + 1,
-        seeds.size(),
-        static_cast<unsigned long long>(child.seed),
+        done,
+        total,
+        static_cast<unsigned long long>(it.seed),
         memory::to_string(it.outcome),
         peaks_line(it).c_str(),
-        seconds);
+        it.wall_seconds);
     std::fflush(stdout);
-    summary.iterations.push_back(std::move(it));
-  }
-  std::sort(summary.iterations.begin(), summary.iterations.end(), [](const auto& a, const auto& b) {
-    return a.seed < b.seed;
-  });
+  };
+  // Interrupted: no new runs; the running ones are told (SIGTERM) and end with their reports.
+  install_interrupt_handlers();
+  pool.interrupted = [] { return interrupt_requested(); };
+  const Summary summary = app::run_repeat(plan, pool, *app::process_launcher());
   if (!keep)
     fs::remove_all(dir);
   const int code = finish(summary, args.report_file, args.junit_file);

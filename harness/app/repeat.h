@@ -1,0 +1,63 @@
+#pragma once
+// A repeat as an application step: N seeded runs, each its own process, `jobs` at a time,
+// each run's report read into the summary. How a run is started and waited for is a seam
+// (RunLauncher): processes here, a fake in the tests. On CUDA each running job has a GPU of
+// its own (CUDA_VISIBLE_DEVICES), so that no two memory fractions share one. No Torch.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/repeat/summary.h"
+
+namespace oomguard::app {
+
+// One run as the pool starts it.
+struct RepeatRun {
+  uint64_t seed = 0;
+  std::vector<std::string> argv;  // argv[0] the program, then `run --seed S --report ...`
+  std::vector<std::string> env;   // set for this run only, "NAME=value"
+  std::string log_path;           // its stdout and stderr
+  std::string report_path;
+};
+
+// Starts runs and waits for them.
+class RunLauncher {
+ public:
+  virtual ~RunLauncher() = default;
+  // Starts `run`; returns an id for wait_any and stop.
+  virtual int64_t start(const RepeatRun& run) = 0;
+  // Waits until a started run ends: its id and exit code (128 + signal when killed).
+  // std::nullopt when a signal interrupted the wait (then the caller looks at the interrupt
+  // flag and waits again).
+  virtual std::optional<std::pair<int64_t, int>> wait_any() = 0;
+  // Asks a running run to end (SIGTERM): it stops at its next step and writes its report.
+  virtual void stop(int64_t id) = 0;
+};
+
+// Runs `program` (this executable, /proc/self/exe) as a child process per run.
+std::unique_ptr<RunLauncher> process_launcher();
+
+struct RepeatPool {
+  int64_t jobs = 1;
+  // CUDA: the GPUs (CUDA_VISIBLE_DEVICES values) the jobs take, one running job each; empty on
+  // CPU. At least `jobs` of them.
+  std::vector<std::string> gpus;
+  std::string dir;  // where the runs' reports and logs go
+  // Called as each run ends, with its record (the summary's order is by seed).
+  std::function<void(const repeat::Iteration&, size_t done, size_t total)> on_iteration;
+  // Polled between runs: true stops starting runs and stops the running ones.
+  std::function<bool()> interrupted;
+};
+
+// The plan's seeds run through `launcher`; returns the summary (by seed) of the runs that
+// finished. Throws std::runtime_error when the launcher cannot start a run.
+repeat::Summary run_repeat(const repeat::Plan& plan, const RepeatPool& pool, RunLauncher& launcher);
+
+// The GPUs a repeat may give its jobs: the indices of the `device_count` visible devices as
+// CUDA_VISIBLE_DEVICES names them to a child (the parent's own list where it has one).
+std::vector<std::string> visible_gpus(int device_count, const char* cuda_visible_devices);
+
+}  // namespace oomguard::app
