@@ -270,7 +270,7 @@ int plot_command(const PlotArgs& args) {
       again.alloc_conf = doc["alloc_conf"].get<std::string>();
     return plot_command(again);
   }
-  const Input input = read_input(args.input);
+  const app::Input input = app::read_input(args.input);
   const std::string conf = !args.alloc_conf.empty() ? args.alloc_conf
                            : input.snapshot         ? input.snapshot->alloc_conf
                                                     : "";
