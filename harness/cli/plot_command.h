@@ -1,6 +1,7 @@
 #pragma once
-// `oomguard plot`: memory over a run as a picture (SVG, or the SVG in an HTML page).
-#include <string>
+// `oomguard plot`: parse (harness/cli/main.cpp) -> app::make_picture -> the SVG or HTML file
+// and the line that says so.
+#include "harness/app/plot.h"
 
 namespace CLI {
 class App;
@@ -8,9 +9,8 @@ class App;
 
 namespace oomguard::cli {
 
-struct PlotArgs {
-  std::string input, output, run_report, card, capacity, alloc_conf, torch_version;
-};
+// `oomguard plot`'s options: the application's plot request.
+using PlotArgs = app::PlotRequest;
 
 // Declares `oomguard plot`'s options on `app`, filling `args` (harness/cli/main.cpp, the one
 // file that compiles CLI11).

@@ -1,15 +1,18 @@
 // BM_Plot: what `oomguard plot` does with a trace of 1,000,000 events (four phases, random
-// sizes from 512 B to 4 MiB, at most 400 live): read the JSON Lines, replay them through the
-// caching-allocator model with the timeline kept, and draw the SVG. The target: under 3 s
+// sizes from 512 B to 4 MiB, at most 400 live), through the application's own path
+// (app::make_picture): read the JSON Lines, replay them through the caching-allocator model
+// with the timeline kept, and draw the SVG. The target: under 3 s
 // and a file under 2 MB. Counters: events_per_second, svg_kib.
 #include <benchmark/benchmark.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "harness/plot/memory_plot.h"
+#include "harness/app/plot.h"
 #include <oomguard/sim/replay.h>
 
 namespace oomguard::bench {
@@ -42,35 +45,27 @@ std::string million_event_trace() {
 }
 
 void BM_Plot(benchmark::State& state) {
-  static const std::string text = million_event_trace();
-  size_t events = 0, svg_bytes = 0;
+  // The real path of `oomguard plot TRACE -o FILE`: app::make_picture reads the file, replays
+  // it with the timeline kept and draws the SVG (writing the file is left out).
+  static const std::string path = [] {
+    const std::string p =
+        (std::filesystem::temp_directory_path() / "oomguard-bench-plot.jsonl").string();
+    std::ofstream(p) << million_event_trace();
+    return p;
+  }();
+  app::PlotRequest request;
+  request.input = path;
+  request.output = "bench.svg";
+  size_t svg_bytes = 0;
   for (auto _ : state) {
-    std::istringstream in(text);
-    const sim::Trace trace = sim::read_trace(in, "bench.jsonl");
-    sim::Timeline timeline;
-    const sim::ReplayResult r =
-        sim::replay(trace, sim::AllocatorSettings{}, sim::DeviceLimits{}, &timeline);
-    plot::MemoryPlot p;
-    p.title = "bench";
-    p.allocated = std::move(timeline.requested);
-    p.reserved = std::move(timeline.reserved);
-    for (size_t i = 0; i < r.phases.size(); ++i)
-      p.phases.push_back(
-          {r.phases[i].name,
-           i * 250000,
-           -1,
-           r.phases[i].peak_event,
-           r.phases[i].peak_requested_bytes,
-           {}});
-    const std::string svg = plot::render_svg(p);
-    events = trace.events.size();
-    svg_bytes = svg.size();
+    const app::Picture picture = app::make_picture(request);
+    svg_bytes = picture.svg.size();
     benchmark::DoNotOptimize(svg_bytes);
   }
+  const double events = 1'000'000;
   state.counters["events_per_second"] = benchmark::Counter(
-      static_cast<double>(events) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
-  state.counters["events"] = static_cast<double>(events);
+      events * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["events"] = events;
   state.counters["svg_kib"] = static_cast<double>(svg_bytes) / 1024.0;
 }
 BENCHMARK(BM_Plot)->Unit(benchmark::kMillisecond);
