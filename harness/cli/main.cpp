@@ -178,6 +178,29 @@ void add_compare_options(CLI::App& app, CompareArgs& args) {
   app.add_option("--report", args.report_file, "write the comparison as JSON (oomguard.compare/1)");
 }
 
+void add_repeat_options(CLI::App& app, RepeatArgs& args) {
+  app.add_option("-n,--runs", args.runs, "number of runs")->required();
+  app.add_option("--seed-start", args.seed_start, "first seed")
+      ->check(CLI::Range(int64_t{0}, int64_t{4294967295}));
+  app.add_option(
+      "--jobs",
+      args.jobs,
+      "runs at a time (cores are shared between them; on CUDA each takes a GPU of its own)");
+  app.add_option("--shard", args.shard, "I/K: only every K-th seed, from the I-th (0-based)");
+  app.add_option("--report", args.report_file, "write the JSON summary here");
+  app.add_option("--junit", args.junit_file, "write JUnit XML here, a test case per run");
+  app.add_option("--runs-dir", args.runs_dir, "keep each run's report and output here");
+  app.allow_extras();
+}
+
+void add_merge_options(CLI::App& app, MergeArgs& args) {
+  app.add_option("files", args.files, "summaries written by repeat --report")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--report", args.report_file, "write the merged JSON summary here");
+  app.add_option("--junit", args.junit_file, "write JUnit XML here");
+}
+
 RunArgs parse_run_args(const std::vector<std::string>& run_args) {
   CLI::App parser{"run options"};
   RunArgs args;
@@ -217,25 +240,11 @@ int main(int argc, char** argv) {
       "repeat",
       "N runs over seeds S..S+N-1, each in its own process: failure rate with its 95% interval, "
       "peak spread, worst seed. Options after these are passed to every run.");
-  repeat->add_option("-n,--runs", repeat_args.runs, "number of runs")->required();
-  repeat->add_option("--seed-start", repeat_args.seed_start, "first seed")
-      ->check(CLI::Range(int64_t{0}, int64_t{4294967295}));
-  repeat->add_option("--jobs", repeat_args.jobs, "runs at a time (cores are shared between them)");
-  repeat->add_option(
-      "--shard", repeat_args.shard, "I/K: only every K-th seed, from the I-th (0-based)");
-  repeat->add_option("--report", repeat_args.report_file, "write the JSON summary here");
-  repeat->add_option(
-      "--junit", repeat_args.junit_file, "write JUnit XML here, a test case per run");
-  repeat->add_option("--runs-dir", repeat_args.runs_dir, "keep each run's report and output here");
-  repeat->allow_extras();
+  add_repeat_options(*repeat, repeat_args);
 
   MergeArgs merge_args;
   auto* merge = app.add_subcommand("merge", "combine repeat summaries of shards into one");
-  merge->add_option("files", merge_args.files, "summaries written by repeat --report")
-      ->required()
-      ->check(CLI::ExistingFile);
-  merge->add_option("--report", merge_args.report_file, "write the merged JSON summary here");
-  merge->add_option("--junit", merge_args.junit_file, "write JUnit XML here");
+  add_merge_options(*merge, merge_args);
 
   ReplayArgs replay_args;
   auto* replay = app.add_subcommand(

@@ -17,6 +17,12 @@ struct RepeatArgs {
   std::vector<std::string> run_args;  // passed to every `oomguard run`
 };
 
+// Declare `oomguard repeat`'s and `oomguard merge`'s options on `app`, filling `args`
+// (harness/cli/main.cpp, the one file that compiles CLI11).
+void add_repeat_options(CLI::App& app, RepeatArgs& args);
+struct MergeArgs;
+void add_merge_options(CLI::App& app, MergeArgs& args);
+
 // Parses the run options repeat passes on, exactly as `run` would, refusing those that belong
 // to repeat (--seed, --report, ...) or would have every run write one file; throws
 // UsageError naming what is wrong (harness/cli/main.cpp).
