@@ -57,6 +57,326 @@ void fill_live_at_peak(
   }
 }
 
+// ---- The observers of the one pass: each sees the events it needs and fills one output.
+
+using Action = DeviceTrace::Entry::Action;
+using Handle = CachingAllocator::Handle;
+
+// Memory after every replayed event, for pictures (Timeline); `timeline` may be nullptr.
+class TimelineRecorder {
+ public:
+  TimelineRecorder(Timeline* timeline, const AllocatorStats& stats)
+      : timeline_(timeline), stats_(stats) {}
+
+  // Event `index` begins: the previous event's outcome is final.
+  void event_begins(size_t index) {
+    if (timeline_ != nullptr && index > 0)
+      record();
+  }
+  // After `events` replayed events: the last event's outcome (an OOM changes nothing).
+  void finish(int64_t events) {
+    if (timeline_ != nullptr && events > 0)
+      record();
+  }
+
+ private:
+  void record() {
+    timeline_->requested.push_back(stats_.requested_bytes.current);
+    timeline_->reserved.push_back(stats_.reserved_bytes.current);
+  }
+
+  Timeline* timeline_;
+  const AllocatorStats& stats_;
+};
+
+// What the allocator did, as a PyTorch snapshot's device trace records it (DeviceTrace): each
+// block call as entries of its trace event, after the segments the call took or gave back.
+// `device_trace` may be nullptr. Made after the initial segments are adopted (they are no
+// entries); it logs the allocator's segments until finish().
+class DeviceTraceRecorder {
+ public:
+  DeviceTraceRecorder(DeviceTrace* device_trace, CachingAllocator& allocator, const Trace& trace)
+      : device_trace_(device_trace), allocator_(allocator) {
+    if (device_trace_ == nullptr)
+      return;
+    allocator_.log_segments(&segment_events_);
+    slot_bytes_.resize(static_cast<size_t>(trace.slots));
+    for (const InitialSegment& s : trace.initial_segments)
+      for (size_t i = 0; i < s.live.size(); ++i)
+        slot_bytes_[static_cast<size_t>(s.slots[i])] = s.live[i].requested;
+  }
+  DeviceTraceRecorder(const DeviceTraceRecorder&) = delete;  // the allocator logs into it
+  DeviceTraceRecorder& operator=(const DeviceTraceRecorder&) = delete;
+
+  // Event `index` is about to free `block` of allocation `slot`.
+  void freeing(size_t index, int32_t slot, Handle block) {
+    if (device_trace_ == nullptr || block < 0)
+      return;
+    const int64_t address = allocator_.block_address(block);
+    const int64_t size = slot_bytes_[static_cast<size_t>(slot)];
+    record(index, Action::kFreeRequested, address, size);
+    record(index, Action::kFreeCompleted, address, size);
+  }
+  // Event `index` emptied the cache.
+  void emptied(size_t index) {
+    if (device_trace_ != nullptr)
+      record_segments(index);
+  }
+  // Event `index`, a gemm, asked for a cuBLAS workspace of `bytes` and got `block` (or kOom).
+  void workspace(size_t index, Handle block, int64_t bytes) {
+    if (device_trace_ != nullptr)
+      served(index, block, bytes);
+  }
+  // Event `index` asked for `bytes` for allocation `slot` and got `block` (kOom, kEmpty).
+  void allocated(size_t index, int32_t slot, Handle block, int64_t bytes) {
+    if (device_trace_ == nullptr || block == CachingAllocator::kEmpty)
+      return;
+    slot_bytes_[static_cast<size_t>(slot)] = bytes;
+    served(index, block, bytes);
+  }
+  // The segments at the end; the allocator stops logging.
+  void finish() {
+    if (device_trace_ == nullptr)
+      return;
+    device_trace_->segments = allocator_.segments();
+    allocator_.log_segments(nullptr);
+  }
+
+ private:
+  void served(size_t index, Handle block, int64_t bytes) {
+    if (block == CachingAllocator::kOom)
+      record(index, Action::kOom, 0, bytes);
+    else
+      record(index, Action::kAlloc, allocator_.block_address(block), bytes);
+  }
+  // The segments the last call took or gave back, as entries of event `index`.
+  void record_segments(size_t index) {
+    for (const SegmentEvent& s : segment_events_)
+      device_trace_->entries.push_back(
+          {s.alloc ? Action::kSegmentAlloc : Action::kSegmentFree, s.address, s.size, index});
+    segment_events_.clear();
+  }
+  // Those, then `action` itself.
+  void record(size_t index, Action action, int64_t address, int64_t size) {
+    record_segments(index);
+    device_trace_->entries.push_back({action, address, size, index});
+  }
+
+  DeviceTrace* device_trace_;
+  CachingAllocator& allocator_;
+  std::vector<SegmentEvent> segment_events_;
+  std::vector<int64_t> slot_bytes_;  // per slot: the bytes its allocation requested
+};
+
+// How the model follows a PyTorch snapshot's own reserved bytes (RecordingMatch): compared
+// after every allocation served. Nothing for a trace without recorded_reserved.
+class RecordingMatcher {
+ public:
+  RecordingMatcher(const Trace& trace, std::optional<RecordingMatch>& match)
+      : recorded_reserved_(trace.recorded_reserved), match_(match) {
+    if (!recorded_reserved_.empty())
+      match_.emplace();
+  }
+
+  // Alloc event `index` (at `line`) was served; the model reserves `reserved` bytes now.
+  void allocated(size_t index, int64_t line, int64_t reserved) {
+    if (!match_)
+      return;
+    RecordingMatch& m = *match_;
+    const int64_t recorded = recorded_reserved_[index];
+    ++m.allocations;
+    if (recorded == reserved)
+      ++m.reserved_matches;
+    else if (!m.first_mismatch)
+      m.first_mismatch = RecordingMatch::Mismatch{line, recorded, reserved};
+  }
+
+ private:
+  const std::vector<int64_t>& recorded_reserved_;
+  std::optional<RecordingMatch>& match_;
+};
+
+// The handles of the blocks live in the trace's initial segments, by slot, once `allocator`
+// holds those segments.
+std::vector<Handle> adopt_initial_segments(CachingAllocator& allocator, const Trace& trace) {
+  std::vector<Handle> blocks(static_cast<size_t>(trace.slots));
+  for (const InitialSegment& s : trace.initial_segments) {
+    const auto handles = allocator.adopt_segment(s.address, s.size, s.small, s.live);
+    for (size_t i = 0; i < handles.size(); ++i)
+      blocks[static_cast<size_t>(s.slots[i])] = handles[i];
+  }
+  return blocks;
+}
+
+// ---- One pass over the trace: the allocator model, the phases' figures and the observers.
+class ReplayPass {
+ public:
+  ReplayPass(
+      const Trace& trace,
+      const AllocatorSettings& settings,
+      const DeviceLimits& device,
+      int64_t workspace_bytes,
+      ReplayResult& result,
+      Timeline* timeline,
+      DeviceTrace* device_trace)
+      : trace_(trace),
+        workspace_bytes_(workspace_bytes),
+        result_(result),
+        allocator_(settings, device),
+        stats_(allocator_.stats()),
+        blocks_(adopt_initial_segments(allocator_, trace)),
+        timeline_(timeline, stats_),
+        device_trace_(device_trace, allocator_, trace),
+        recording_(trace, result.recording) {}
+
+  // Replays event `index`; false where it is the predicted OOM, as the real run stops there.
+  bool replay_event(size_t index) {
+    const TraceEvent& e = trace_.events[index];
+    ++result_.events;
+    timeline_.event_begins(index);
+    switch (e.op) {
+      case TraceEvent::Op::kPhase:
+        start_phase(index, e);
+        return true;
+      case TraceEvent::Op::kFree:
+        free_block(index, e);
+        return true;
+      case TraceEvent::Op::kEmptyCache:
+        allocator_.empty_cache();
+        device_trace_.emptied(index);
+        return true;
+      case TraceEvent::Op::kGemm:
+        return take_workspace(index, e);
+      case TraceEvent::Op::kAlloc:
+        break;
+    }
+    return allocate(index, e);
+  }
+
+  // After the last event replayed: the phases' and the replay's figures, the observers' ends.
+  void finish() {
+    if (phase_ != nullptr)
+      close_phase(*phase_, allocator_, retries_before_);
+    for (const PhasePrediction& p : result_.phases) {
+      result_.peak_requested_bytes = std::max(result_.peak_requested_bytes, p.peak_requested_bytes);
+      result_.peak_allocated_bytes = std::max(result_.peak_allocated_bytes, p.peak_allocated_bytes);
+      result_.peak_reserved_bytes = std::max(result_.peak_reserved_bytes, p.peak_reserved_bytes);
+    }
+    device_trace_.finish();
+    timeline_.finish(result_.events);
+    for (size_t k = 0; k < result_.phases.size(); ++k)
+      result_.phases[k].peak_event = peak_index_[k];
+    fill_live_at_peak(trace_, peak_index_, result_.phases, workspace_bytes_);
+    result_.num_alloc_retries = stats_.num_alloc_retries;
+    result_.num_ooms = stats_.num_ooms;
+  }
+
+ private:
+  // Peaks start over at each phase, as the run's meter does.
+  void start_phase(size_t index, const TraceEvent& e) {
+    if (phase_ != nullptr)
+      close_phase(*phase_, allocator_, retries_before_);
+    allocator_.reset_peak();
+    retries_before_ = stats_.num_alloc_retries;
+    phase_ = &result_.phases.emplace_back();
+    phase_->name = trace_.phases[static_cast<size_t>(e.phase)];
+    peak_index_.push_back(index);
+    phase_peak_ = stats_.requested_bytes.current;
+  }
+
+  void free_block(size_t index, const TraceEvent& e) {
+    const Handle b = blocks_[static_cast<size_t>(e.slot)];
+    device_trace_.freeing(index, e.slot, b);
+    allocator_.free(b);
+  }
+
+  // The first gemm of a handle takes its cuBLAS workspace; false where it does not fit.
+  bool take_workspace(size_t index, const TraceEvent& e) {
+    bool& taken = workspace_taken_[e.backward ? 1 : 0];
+    if (workspace_bytes_ <= 0 || taken)
+      return true;
+    const Handle w = allocator_.malloc(workspace_bytes_);
+    device_trace_.workspace(index, w, workspace_bytes_);
+    if (w == CachingAllocator::kOom) {
+      result_.oom = PredictedOom{
+          e.line,
+          /*id=*/0,
+          workspace_bytes_,
+          phase_ != nullptr ? phase_->name : "",
+          /*step=*/-1,
+          "cuBLAS workspace",
+          *allocator_.last_oom()};
+      return false;
+    }
+    taken = true;
+    result_.workspace_bytes += workspace_bytes_;
+    if (phase_ != nullptr) {
+      note_gap(*phase_, e.line);
+      note_peak(index);
+    }
+    return true;
+  }
+
+  // False where the allocation is the predicted OOM.
+  bool allocate(size_t index, const TraceEvent& e) {
+    const Handle h = allocator_.malloc(e.bytes);
+    device_trace_.allocated(index, e.slot, h, e.bytes);
+    note_gap(*phase_, e.line);
+    if (h == CachingAllocator::kOom) {
+      result_.oom = PredictedOom{
+          e.line,
+          e.id,
+          e.bytes,
+          trace_.phases[static_cast<size_t>(e.phase)],
+          e.step,
+          trace_.tags[static_cast<size_t>(e.tag)],
+          *allocator_.last_oom()};
+      return false;
+    }
+    blocks_[static_cast<size_t>(e.slot)] = h;
+    note_peak(index);
+    recording_.allocated(index, e.line, stats_.reserved_bytes.current);
+    return true;
+  }
+
+  // Measured as an allocation is served or fails, when held-but-unusable memory costs
+  // something (after the last frees of a run, everything reserved is unallocated).
+  void note_gap(PhasePrediction& phase, int64_t line) {
+    const int64_t gap = stats_.reserved_bytes.current - stats_.allocated_bytes.current;
+    if (gap > phase.largest_gap_bytes) {
+      phase.largest_gap_bytes = gap;
+      if (gap > result_.largest_gap_bytes) {
+        result_.largest_gap_bytes = gap;
+        result_.largest_gap_line = line;
+      }
+    }
+  }
+
+  // Event `index` is the current phase's peak of requested bytes so far, where it is above.
+  void note_peak(size_t index) {
+    if (stats_.requested_bytes.current > phase_peak_) {
+      phase_peak_ = stats_.requested_bytes.current;
+      peak_index_.back() = index;
+    }
+  }
+
+  const Trace& trace_;
+  int64_t workspace_bytes_;
+  ReplayResult& result_;
+  // In this order: the initial segments are adopted before the device trace logs segments.
+  CachingAllocator allocator_;
+  const AllocatorStats& stats_;
+  std::vector<Handle> blocks_;  // per slot: its block while live
+  TimelineRecorder timeline_;
+  DeviceTraceRecorder device_trace_;
+  RecordingMatcher recording_;
+  PhasePrediction* phase_ = nullptr;  // the phase running, in result_.phases
+  int64_t retries_before_ = 0;        // the allocator's retries when it began
+  int64_t phase_peak_ = 0;            // its requested bytes at their peak so far
+  std::vector<size_t> peak_index_;    // per phase: the event after which requested bytes peaked
+  bool workspace_taken_[2] = {false, false};  // the forward's and the backward's handle
+};
+
 }  // namespace
 
 std::vector<TagBytes> top_tags(
@@ -89,179 +409,11 @@ ReplayResult replay(
     DeviceTrace* device_trace,
     int64_t workspace_bytes) {
   ReplayResult result;
-  CachingAllocator allocator(settings, device);
-  std::vector<CachingAllocator::Handle> blocks(static_cast<size_t>(trace.slots));
-  PhasePrediction* phase = nullptr;
-  int64_t retries_before = 0;
-  const AllocatorStats& stats = allocator.stats();
-  for (const InitialSegment& s : trace.initial_segments) {
-    const auto handles = allocator.adopt_segment(s.address, s.size, s.small, s.live);
-    for (size_t i = 0; i < handles.size(); ++i)
-      blocks[static_cast<size_t>(s.slots[i])] = handles[i];
-  }
-  if (!trace.recorded_reserved.empty())
-    result.recording.emplace();
-  using Action = DeviceTrace::Entry::Action;
-  std::vector<SegmentEvent> segment_events;
-  std::vector<int64_t> slot_bytes;
-  if (device_trace != nullptr) {
-    allocator.log_segments(&segment_events);
-    slot_bytes.resize(blocks.size());
-    for (const InitialSegment& s : trace.initial_segments)
-      for (size_t i = 0; i < s.live.size(); ++i)
-        slot_bytes[static_cast<size_t>(s.slots[i])] = s.live[i].requested;
-  }
-  // The segments the last call took or gave back, as entries of event `index`.
-  const auto record_segments = [&](size_t index) {
-    for (const SegmentEvent& s : segment_events)
-      device_trace->entries.push_back(
-          {s.alloc ? Action::kSegmentAlloc : Action::kSegmentFree, s.address, s.size, index});
-    segment_events.clear();
-  };
-  // Those, then `action` itself.
-  const auto record = [&](size_t index, Action action, int64_t address, int64_t size) {
-    record_segments(index);
-    device_trace->entries.push_back({action, address, size, index});
-  };
-  bool workspace_taken[2] = {false, false};  // the forward's and the backward's handle
-  std::vector<size_t> peak_index;  // per phase: the event after which requested bytes peaked
-  int64_t phase_peak = 0;
-  for (size_t index = 0; index < trace.events.size(); ++index) {
-    const TraceEvent& e = trace.events[index];
-    ++result.events;
-    if (timeline != nullptr && index > 0) {  // the previous event's outcome
-      timeline->requested.push_back(stats.requested_bytes.current);
-      timeline->reserved.push_back(stats.reserved_bytes.current);
-    }
-    if (e.op == TraceEvent::Op::kPhase) {
-      // Peaks start over at each phase, as the run's meter does.
-      if (phase != nullptr)
-        close_phase(*phase, allocator, retries_before);
-      allocator.reset_peak();
-      retries_before = stats.num_alloc_retries;
-      phase = &result.phases.emplace_back();
-      phase->name = trace.phases[static_cast<size_t>(e.phase)];
-      peak_index.push_back(index);
-      phase_peak = stats.requested_bytes.current;
-      continue;
-    }
-    if (e.op == TraceEvent::Op::kFree) {
-      const CachingAllocator::Handle b = blocks[static_cast<size_t>(e.slot)];
-      if (device_trace != nullptr && b >= 0) {
-        const int64_t address = allocator.block_address(b);
-        const int64_t size = slot_bytes[static_cast<size_t>(e.slot)];
-        record(index, Action::kFreeRequested, address, size);
-        record(index, Action::kFreeCompleted, address, size);
-      }
-      allocator.free(b);
-      continue;
-    }
-    if (e.op == TraceEvent::Op::kEmptyCache) {
-      allocator.empty_cache();
-      if (device_trace != nullptr)
-        record_segments(index);
-      continue;
-    }
-    if (e.op == TraceEvent::Op::kGemm) {
-      bool& taken = workspace_taken[e.backward ? 1 : 0];
-      if (workspace_bytes <= 0 || taken)
-        continue;
-      const CachingAllocator::Handle w = allocator.malloc(workspace_bytes);
-      if (w == CachingAllocator::kOom) {
-        if (device_trace != nullptr)
-          record(index, Action::kOom, 0, workspace_bytes);
-        result.oom = PredictedOom{
-            e.line,
-            0,
-            workspace_bytes,
-            phase != nullptr ? phase->name : "",
-            -1,
-            "cuBLAS workspace",
-            *allocator.last_oom()};
-        break;
-      }
-      if (device_trace != nullptr)
-        record(index, Action::kAlloc, allocator.block_address(w), workspace_bytes);
-      taken = true;
-      result.workspace_bytes += workspace_bytes;
-      const int64_t gap = stats.reserved_bytes.current - stats.allocated_bytes.current;
-      if (phase != nullptr && gap > phase->largest_gap_bytes) {
-        phase->largest_gap_bytes = gap;
-        if (gap > result.largest_gap_bytes) {
-          result.largest_gap_bytes = gap;
-          result.largest_gap_line = e.line;
-        }
-      }
-      if (phase != nullptr && stats.requested_bytes.current > phase_peak) {
-        phase_peak = stats.requested_bytes.current;
-        peak_index.back() = index;
-      }
-      continue;
-    }
-    const CachingAllocator::Handle h = allocator.malloc(e.bytes);
-    if (device_trace != nullptr && h != CachingAllocator::kEmpty) {
-      slot_bytes[static_cast<size_t>(e.slot)] = e.bytes;
-      if (h == CachingAllocator::kOom)
-        record(index, Action::kOom, 0, e.bytes);
-      else
-        record(index, Action::kAlloc, allocator.block_address(h), e.bytes);
-    }
-    // Measured as an allocation is served or fails, when held-but-unusable memory costs
-    // something (after the last frees of a run, everything reserved is unallocated).
-    const int64_t gap = stats.reserved_bytes.current - stats.allocated_bytes.current;
-    if (gap > phase->largest_gap_bytes) {
-      phase->largest_gap_bytes = gap;
-      if (gap > result.largest_gap_bytes) {
-        result.largest_gap_bytes = gap;
-        result.largest_gap_line = e.line;
-      }
-    }
-    if (h == CachingAllocator::kOom) {
-      result.oom = PredictedOom{
-          e.line,
-          e.id,
-          e.bytes,
-          trace.phases[static_cast<size_t>(e.phase)],
-          e.step,
-          trace.tags[static_cast<size_t>(e.tag)],
-          *allocator.last_oom()};
+  ReplayPass pass(trace, settings, device, workspace_bytes, result, timeline, device_trace);
+  for (size_t index = 0; index < trace.events.size(); ++index)
+    if (!pass.replay_event(index))
       break;
-    }
-    blocks[static_cast<size_t>(e.slot)] = h;
-    if (stats.requested_bytes.current > phase_peak) {
-      phase_peak = stats.requested_bytes.current;
-      peak_index.back() = index;
-    }
-    if (result.recording) {
-      RecordingMatch& m = *result.recording;
-      const int64_t recorded = trace.recorded_reserved[index];
-      ++m.allocations;
-      if (recorded == stats.reserved_bytes.current)
-        ++m.reserved_matches;
-      else if (!m.first_mismatch)
-        m.first_mismatch = RecordingMatch::Mismatch{e.line, recorded, stats.reserved_bytes.current};
-    }
-  }
-  if (phase != nullptr)
-    close_phase(*phase, allocator, retries_before);
-  for (const PhasePrediction& p : result.phases) {
-    result.peak_requested_bytes = std::max(result.peak_requested_bytes, p.peak_requested_bytes);
-    result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, p.peak_allocated_bytes);
-    result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, p.peak_reserved_bytes);
-  }
-  if (device_trace != nullptr) {
-    device_trace->segments = allocator.segments();
-    allocator.log_segments(nullptr);
-  }
-  if (timeline != nullptr && result.events > 0) {  // the last event's (an OOM changes nothing)
-    timeline->requested.push_back(stats.requested_bytes.current);
-    timeline->reserved.push_back(stats.reserved_bytes.current);
-  }
-  for (size_t k = 0; k < result.phases.size(); ++k)
-    result.phases[k].peak_event = peak_index[k];
-  fill_live_at_peak(trace, peak_index, result.phases, workspace_bytes);
-  result.num_alloc_retries = stats.num_alloc_retries;
-  result.num_ooms = stats.num_ooms;
+  pass.finish();
   return result;
 }
 

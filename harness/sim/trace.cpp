@@ -30,23 +30,18 @@ std::string quoted(std::string_view text) {
   return nlohmann::json(std::string(text)).dump();
 }
 
-}  // namespace
+// Reads a trace into `trace` line by line, one event a line; an alloc in another phase than
+// the current one comes after that phase's start.
+class TraceReader {
+ public:
+  TraceReader(const std::string& source, Trace& trace)
+      : source_(source), trace_(trace), phase_index_(trace.phases), tag_index_(trace.tags) {}
 
-Trace read_trace(std::istream& in, const std::string& source) {
-  Trace trace;
-  trace.tags.emplace_back();
-  Interner phase_index(trace.phases), tag_index(trace.tags);
-  std::unordered_map<int64_t, int32_t> live;  // trace id -> slot
-  int32_t current_phase = -1;
-  std::string text;
-  int64_t line = 0;
-  const auto bad = [&](const std::string& why) {
-    throw TraceError(source + ":" + std::to_string(line) + ": " + why);
-  };
-  while (std::getline(in, text)) {
-    ++line;
+  // Line `line`, its text `text`.
+  void read_line(int64_t line, const std::string& text) {
+    line_ = line;
     if (text.find_first_not_of(" \t\r") == std::string::npos)
-      continue;
+      return;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
@@ -55,77 +50,107 @@ Trace read_trace(std::istream& in, const std::string& source) {
     }
     if (!j.is_object() || !j.contains("op") || !j["op"].is_string())
       bad("an event needs \"op\": \"alloc\", \"free\" or \"phase\"");
-    const auto integer = [&](const char* key, bool required, int64_t fallback) -> int64_t {
-      if (!j.contains(key)) {
-        if (required)
-          bad(std::string("\"") + key + "\" is missing");
-        return fallback;
-      }
-      const auto& v = j[key];
-      if (!v.is_number_integer() ||
-          (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
-        bad(std::string("\"") + key + "\" must be an integer of at most 63 bits");
-      return j[key].get<int64_t>();
-    };
-    const auto string = [&](const char* key) -> std::string {
-      if (!j.contains(key))
-        return {};
-      if (!j[key].is_string())
-        bad(std::string("\"") + key + "\" must be a string");
-      return j[key].get<std::string>();
-    };
     const std::string op = j["op"].get<std::string>();
-    TraceEvent e;
-    e.line = line;
-    if (op == "phase") {
-      const std::string name = string("phase");
-      if (name.empty())
-        bad("a phase event needs \"phase\": a name");
-      e.op = TraceEvent::Op::kPhase;
-      e.phase = current_phase = phase_index(name);
-    } else if (op == "alloc") {
-      e.op = TraceEvent::Op::kAlloc;
-      e.id = integer("id", true, 0);
-      e.bytes = integer("bytes", true, 0);
-      if (e.bytes < 0)
-        bad("\"bytes\" must not be negative");
-      e.step = integer("step", false, -1);
-      const std::string phase = string("phase");
-      // A trace naming no phase at all is one phase, "trace".
-      const int32_t p = !phase.empty()       ? phase_index(phase)
-                        : current_phase >= 0 ? current_phase
-                                             : phase_index("trace");
-      if (p != current_phase) {
-        TraceEvent start;
-        start.op = TraceEvent::Op::kPhase;
-        start.phase = current_phase = p;
-        start.line = line;
-        trace.events.push_back(start);
-      }
-      e.phase = p;
-      e.tag = tag_index(string("tag"));
-      const auto [it, added] = live.emplace(e.id, trace.slots);
-      if (!added)
-        bad("id " + std::to_string(e.id) + " is allocated again before its free");
-      e.slot = trace.slots++;
-    } else if (op == "free") {
-      e.op = TraceEvent::Op::kFree;
-      e.id = integer("id", true, 0);
-      const auto it = live.find(e.id);
-      if (it == live.end())
-        bad("free of id " + std::to_string(e.id) + ", which is not allocated");
-      e.slot = it->second;
-      live.erase(it);
-    } else if (op == "gemm") {
-      e.op = TraceEvent::Op::kGemm;
-      if (j.contains("backward") && !j["backward"].is_boolean())
-        bad("\"backward\" must be true or false");
-      e.backward = j.value("backward", false);
-    } else {
+    if (op == "phase")
+      trace_.events.push_back(phase_event(j));
+    else if (op == "alloc")
+      trace_.events.push_back(alloc_event(j));
+    else if (op == "free")
+      trace_.events.push_back(free_event(j));
+    else if (op == "gemm")
+      trace_.events.push_back(gemm_event(j));
+    else
       bad("unknown op \"" + op + "\"; expected alloc, free, phase or gemm");
-    }
-    trace.events.push_back(e);
   }
+
+ private:
+  [[noreturn]] void bad(const std::string& why) const {
+    throw TraceError(source_ + ":" + std::to_string(line_) + ": " + why);
+  }
+  int64_t integer(const nlohmann::json& j, const char* key, bool required, int64_t fallback) const {
+    if (!j.contains(key)) {
+      if (required)
+        bad(std::string("\"") + key + "\" is missing");
+      return fallback;
+    }
+    const auto& v = j[key];
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
+      bad(std::string("\"") + key + "\" must be an integer of at most 63 bits");
+    return v.get<int64_t>();
+  }
+  std::string string(const nlohmann::json& j, const char* key) const {
+    if (!j.contains(key))
+      return {};
+    if (!j[key].is_string())
+      bad(std::string("\"") + key + "\" must be a string");
+    return j[key].get<std::string>();
+  }
+
+  TraceEvent phase_event(const nlohmann::json& j) {
+    const std::string name = string(j, "phase");
+    if (name.empty())
+      bad("a phase event needs \"phase\": a name");
+    current_phase_ = phase_index_(name);
+    return TraceEvent::phase_start(current_phase_, line_);
+  }
+
+  TraceEvent alloc_event(const nlohmann::json& j) {
+    const int64_t id = integer(j, "id", true, 0);
+    const int64_t bytes = integer(j, "bytes", true, 0);
+    if (bytes < 0)
+      bad("\"bytes\" must not be negative");
+    const int64_t step = integer(j, "step", false, -1);
+    const std::string phase = string(j, "phase");
+    // A trace naming no phase at all is one phase, "trace".
+    const int32_t p = !phase.empty()        ? phase_index_(phase)
+                      : current_phase_ >= 0 ? current_phase_
+                                            : phase_index_("trace");
+    if (p != current_phase_) {
+      current_phase_ = p;
+      trace_.events.push_back(TraceEvent::phase_start(p, line_));
+    }
+    const int32_t tag = tag_index_(string(j, "tag"));
+    const auto [it, added] = live_.emplace(id, trace_.slots);
+    if (!added)
+      bad("id " + std::to_string(id) + " is allocated again before its free");
+    return TraceEvent::alloc(/*slot=*/trace_.slots++, bytes, id, /*phase=*/p, tag, step, line_);
+  }
+
+  TraceEvent free_event(const nlohmann::json& j) {
+    const int64_t id = integer(j, "id", true, 0);
+    const auto it = live_.find(id);
+    if (it == live_.end())
+      bad("free of id " + std::to_string(id) + ", which is not allocated");
+    const int32_t slot = it->second;
+    live_.erase(it);
+    return TraceEvent::free(slot, id, line_);
+  }
+
+  TraceEvent gemm_event(const nlohmann::json& j) const {
+    if (j.contains("backward") && !j["backward"].is_boolean())
+      bad("\"backward\" must be true or false");
+    return TraceEvent::gemm(j.value("backward", false), line_);
+  }
+
+  const std::string& source_;
+  Trace& trace_;
+  Interner phase_index_, tag_index_;
+  std::unordered_map<int64_t, int32_t> live_;  // trace id -> slot
+  int32_t current_phase_ = -1;
+  int64_t line_ = 0;
+};
+
+}  // namespace
+
+Trace read_trace(std::istream& in, const std::string& source) {
+  Trace trace;
+  trace.tags.emplace_back();
+  TraceReader reader(source, trace);
+  std::string text;
+  int64_t line = 0;
+  while (std::getline(in, text))
+    reader.read_line(++line, text);
   if (in.bad())
     throw TraceError(source + ": read error after line " + std::to_string(line));
   return trace;

@@ -1,5 +1,5 @@
 // The caching-allocator model against outcomes worked out by hand from the allocator's rules
-// (../shared/reference/cuda-caching-allocator.md; sizes in MiB unless said otherwise).
+// (harness/sim/cuda-caching-allocator.md; sizes in MiB unless said otherwise).
 #include <sstream>
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 
 Each is what torch.cuda.memory._dump_snapshot() would write after _record_memory_history()
 for the allocations below, on one device and stream, with the segment_alloc / segment_free
-entries that PyTorch's caching allocator makes for them (reference/cuda-caching-allocator.md:
+entries that PyTorch's caching allocator makes for them (harness/sim/cuda-caching-allocator.md:
 512-byte rounding, 2 MiB small-pool segments, 20 MiB large-pool segments below 10 MiB and
 2 MiB-rounded ones above, best fit, a split only when more than 1 MiB would remain in the
 large pool, empty_cache() releasing whole free segments). Worked out by hand in the comments,

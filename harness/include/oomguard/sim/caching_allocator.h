@@ -2,7 +2,7 @@
 // CachingAllocator: a model of PyTorch's native CUDA caching allocator (LibTorch 1.13 to
 // 2.6+, AllocatorSettings::torch_version; one device, one stream), reproducing its reserved
 // memory, fragmentation and OOMs on a CPU.
-// It follows ../shared/reference/cuda-caching-allocator.md sections 2-8: 512-byte rounding
+// It follows harness/sim/cuda-caching-allocator.md sections 2-8: 512-byte rounding
 // and roundup_power2_divisions, small (<= 1 MiB, 2 MiB segments) and large pools, best fit
 // by (size, address), splitting and merging, max_split_size and oversize blocks, the
 // release-and-retry ladder, memory limit and garbage collection, expandable segments. Left

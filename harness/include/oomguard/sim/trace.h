@@ -31,6 +31,60 @@ struct TraceEvent {
   int64_t id = 0;         // the trace's own id (alloc and free events)
   int64_t line = 0;       // where in the file (a snapshot: the entry of its device trace, from 1)
   bool backward = false;  // gemm events: autograd's backward thread's handle
+
+  // Events of each kind, from line `line`; the fields a kind does not use keep their defaults.
+  // Phase `phase` begins.
+  static TraceEvent phase_start(int32_t phase, int64_t line) {
+    TraceEvent e;
+    e.op = Op::kPhase;
+    e.phase = phase;
+    e.line = line;
+    return e;
+  }
+  // Allocation number `slot`: `bytes` under the trace's `id`, in `phase`, with `tag` and `step`.
+  static TraceEvent alloc(
+      int32_t slot,
+      int64_t bytes,
+      int64_t id,
+      int32_t phase,
+      int32_t tag,
+      int64_t step,
+      int64_t line) {
+    TraceEvent e;
+    e.op = Op::kAlloc;
+    e.slot = slot;
+    e.bytes = bytes;
+    e.id = id;
+    e.phase = phase;
+    e.tag = tag;
+    e.step = step;
+    e.line = line;
+    return e;
+  }
+  // Allocation number `slot` (the trace's `id`) is freed.
+  static TraceEvent free(int32_t slot, int64_t id, int64_t line) {
+    TraceEvent e;
+    e.op = Op::kFree;
+    e.slot = slot;
+    e.id = id;
+    e.line = line;
+    return e;
+  }
+  // torch.cuda.empty_cache().
+  static TraceEvent empty_cache(int64_t line) {
+    TraceEvent e;
+    e.op = Op::kEmptyCache;
+    e.line = line;
+    return e;
+  }
+  // The first matrix product on autograd's backward thread (`backward`) or the forward's.
+  static TraceEvent gemm(bool backward, int64_t line) {
+    TraceEvent e;
+    e.op = Op::kGemm;
+    e.backward = backward;
+    e.line = line;
+    return e;
+  }
 };
 
 // A segment held before the trace's first event (a PyTorch snapshot whose recording began
