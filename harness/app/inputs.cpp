@@ -23,6 +23,18 @@ std::string asked_device(const std::string& option) {
   return env != nullptr && *env != '\0' ? env : "auto";
 }
 
+DeviceAsked parse_device(const std::string& text, const std::string& where) {
+  if (text == "auto" || text == "cpu" || text == "cuda")
+    return {text, -1};
+  const std::string digits = text.rfind("cuda:", 0) == 0 ? text.substr(5) : "";
+  if (digits.empty() || digits.size() > 4 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError(
+        where + ": device " + text +
+        ": expected auto, cpu, cuda or cuda:N (N counts the visible CUDA devices from 0)");
+  return {"cuda", std::stoi(digits)};
+}
+
 void check_writable(const std::string& path, const char* option) {
   if (path.empty())
     return;

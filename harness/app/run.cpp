@@ -8,10 +8,11 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
-#include <torch/version.h>
 
 #include "data/text_source.h"
+#include "harness/memory/built_torch.h"
 #include "harness/app/inputs.h"
+#include "harness/app/repeat.h"
 #include "harness/atomic_file.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
@@ -40,14 +41,46 @@ nlohmann::json read_config_file(const std::string& path) {
   return doc;
 }
 
-// auto takes CUDA when this build has the CUDA meter and a device is visible. Without
-// --device, OOMGUARD_DEVICE says which (as it does for the GoogleTest layer).
-std::string resolve_device(const std::string& option) {
+constexpr const char* kNarrowedTo = "OOMGUARD_CUDA_DEVICE_NARROWED_TO";
+
+// The device the run takes: auto takes CUDA when this build has the CUDA meter and a device is
+// visible. Without --device, OOMGUARD_DEVICE says which (as it does for the GoogleTest layer).
+// cuda:N is the N-th visible device; execute_run makes it the process's only one.
+std::string resolve_device(const std::string& option, int& index) {
+  const std::string where = option.empty() ? "OOMGUARD_DEVICE" : "--device";
+  const DeviceAsked asked = parse_device(asked_device(option), where);
+  std::string device;
   try {
-    return memory::resolve_device(asked_device(option));
+    device = memory::resolve_device(asked.kind);
   } catch (const std::invalid_argument& e) {
     throw UsageError((option.empty() ? "OOMGUARD_DEVICE: " : "--") + std::string(e.what()));
   }
+  index = asked.index;
+  const char* narrowed = std::getenv(kNarrowedTo);
+  const bool done = narrowed != nullptr && std::to_string(index) == narrowed;
+  if (index > 0 && !done && index >= memory::cuda_device_count())
+    throw UsageError(
+        where + ": device cuda:" + std::to_string(index) + ": " +
+        std::to_string(memory::cuda_device_count()) + " CUDA device(s) visible, cuda:0 .. cuda:" +
+        std::to_string(memory::cuda_device_count() - 1));
+  return device;
+}
+
+// cuda:N with N > 0: the process starts again seeing that device alone (CUDA_VISIBLE_DEVICES,
+// from its own list where it has one), so that it is device 0 to LibTorch and the meter.
+void narrow_to_device(const RunRequest& args, int index) {
+  const char* narrowed = std::getenv(kNarrowedTo);
+  if (index <= 0 || (narrowed != nullptr && std::to_string(index) == narrowed))
+    return;
+  if (args.argv == nullptr)
+    throw std::logic_error("cuda:N needs the process's arguments to start again");
+  const std::string gpu = visible_gpus(
+      memory::cuda_device_count(), std::getenv("CUDA_VISIBLE_DEVICES"))[static_cast<size_t>(index)];
+  log::info(
+      "device cuda:" + std::to_string(index) + ": starting again with CUDA_VISIBLE_DEVICES=" + gpu);
+  ::setenv("CUDA_VISIBLE_DEVICES", gpu.c_str(), 1);
+  ::setenv(kNarrowedTo, std::to_string(index).c_str(), 1);
+  memory::start_again(args.argv);
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
@@ -88,7 +121,7 @@ EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
 // - backend:cudaMallocAsync leaves the native allocator's statistics untouched
 //   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
 void refuse_unmeasurable_alloc_conf(const std::string& config_conf, bool emulated_card) {
-  const EnvAllocConf env = env_alloc_conf({TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+  const EnvAllocConf env = env_alloc_conf(memory::built_torch_version());
   const std::string conf = env.variable != nullptr ? env.value : config_conf;
   std::vector<sim::AllocOption> options;
   try {
@@ -116,7 +149,7 @@ void refuse_unmeasurable_alloc_conf(const std::string& config_conf, bool emulate
 // when LibTorch loads. So memory.alloc_conf goes into the environment and the process starts
 // again with it (execv does not return); a value already there is respected.
 void apply_alloc_conf(const RunRequest& args, const run::RunConfig& config, run::DeviceReport& d) {
-  const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  const sim::TorchVersion torch = memory::built_torch_version();
   // Every variable this LibTorch reads the settings from (2.9+: two); they must agree.
   const EnvAllocConf env = env_alloc_conf(torch);
   const char* ours = std::getenv(kAllocConfFromConfig);
@@ -170,11 +203,7 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunRequest& args) {
   run::CudaBudget budget;
   try {
     budget = run::cuda_budget(
-        device_sm,
-        card_sm,
-        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
-        env != nullptr ? env : "",
-        is_ours);
+        device_sm, card_sm, memory::built_torch_version(), env != nullptr ? env : "", is_ours);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -203,7 +232,8 @@ ResolvedRun resolve_given(const RunRequest& args) {
     run::apply_set(overrides, s);
   for (const auto& g : args.disabled_guards)
     run::disable_guard(overrides, g);
-  ResolvedRun resolved{run::load_config(overrides), 0, "", std::nullopt, std::nullopt, {}};
+  ResolvedRun resolved;
+  resolved.config = run::load_config(overrides);
   // A bad data file is a usage error too: found here, before anything runs.
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
@@ -219,10 +249,12 @@ ResolvedRun resolve_given(const RunRequest& args) {
   // Settings a CUDA run cannot measure faithfully are refused before the device is looked
   // for, so that the refusal reads the same on every machine.
   const bool emulated = !args.card.empty() || !args.capacity.empty();
-  const bool cuda_asked = asked_device(args.device) == "cuda";
+  const bool cuda_asked =
+      parse_device(asked_device(args.device), args.device.empty() ? "OOMGUARD_DEVICE" : "--device")
+          .kind == "cuda";
   if (cuda_asked)
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
-  resolved.device = resolve_device(args.device);
+  resolved.device = resolve_device(args.device, resolved.device_index);
   if (!cuda_asked && resolved.device == "cuda")  // auto found a device
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   if (!args.card.empty())
@@ -233,7 +265,7 @@ ResolvedRun resolve_given(const RunRequest& args) {
   if (resolved.device == "cpu" && !args.snapshot_file.empty()) {
     try {
       resolved.snapshot_settings = sim::AllocatorSettings::parse(
-          resolved.config.alloc_conf, TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR);
+          resolved.config.alloc_conf, memory::built_torch_version().number());
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--snapshot: ") + e.what());
     }
@@ -246,8 +278,8 @@ ResolvedRun resolve_given(const RunRequest& args) {
     const int sm = args.card.empty() ? memory::kDefaultModelSm
                                      : memory::find_card(args.card).compute_capability;
     try {
-      resolved.snapshot_workspace = sim::cublas_workspace_rule(
-          sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, rules_option(args.rules));
+      resolved.snapshot_workspace =
+          sim::cublas_workspace_rule(sm, memory::built_torch_version(), rules_option(args.rules));
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--snapshot: ") + e.what());
     }
@@ -267,7 +299,7 @@ ResolvedRun resolve_given(const RunRequest& args) {
           args.card,
           resolved.capacity_bytes,
           resolved.config.alloc_conf,
-          {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+          memory::built_torch_version(),
           rules);
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--allocator-model cuda: ") + e.what());
@@ -317,6 +349,7 @@ run::RunOptions run_options(const RunRequest& args, const ResolvedRun& resolved)
   options.device.type = resolved.device;
   options.device.card = args.card;
   if (resolved.device == "cuda") {
+    narrow_to_device(args, resolved.device_index);   // may start the process again
     apply_alloc_conf(args, config, options.device);  // may start the process again
     options.budget_rules = cuda_budget_rules(args);  // may start the process again
   } else if (!config.alloc_conf.empty()) {

@@ -39,6 +39,7 @@ struct ResolvedRun {
   run::RunConfig config;
   int64_t capacity_bytes = 0;  // emulated card; 0: none
   std::string device;          // cpu or cuda (auto resolved)
+  int device_index = -1;       // cuda:N's N (the run narrows the process to it); -1: none
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
   // predicts, with its rules (cuBLAS workspaces).
   std::optional<memory::ModelTarget> model;

@@ -32,11 +32,10 @@ void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--seed", args.seed, "seed for data, init and sampling")
       ->check(CLI::Range(int64_t{0}, int64_t{4294967295}));
   app.add_option(
-         "--device",
-         args.device,
-         "auto (CUDA when a device is visible), cpu or cuda; default: OOMGUARD_DEVICE, "
-         "else auto")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+      "--device",
+      args.device,
+      "auto (CUDA when a device is visible), cpu, cuda or cuda:N (the N-th visible CUDA "
+      "device); default: OOMGUARD_DEVICE, else auto");
   auto* capacity = app.add_option(
       "--capacity", args.capacity, "emulated card capacity, e.g. 512MiB or 14.75GiB");
   std::vector<std::string> cards;

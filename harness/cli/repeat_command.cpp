@@ -97,29 +97,27 @@ void print_summary(const Summary& summary) {
     }
     std::printf(" %8.2f\n", it.wall_seconds);
   }
-  const nlohmann::json stats = repeat::statistics(summary);
-  const auto n = stats.at("runs").get<int64_t>(), k = stats.at("failures").get<int64_t>();
-  const auto wilson = stats.at("wilson_95");
+  const repeat::Statistics stats = repeat::statistics(summary);
   std::printf(
       "failures: %lld/%lld (%s), 95%% Wilson interval %s .. %s\n",
-      static_cast<long long>(k),
-      static_cast<long long>(n),
-      percent(stats.at("failure_rate").get<double>()).c_str(),
-      percent(wilson[0].get<double>()).c_str(),
-      percent(wilson[1].get<double>()).c_str());
-  if (!stats.at("upper_bound_95").is_null())
+      static_cast<long long>(stats.failures),
+      static_cast<long long>(stats.runs),
+      percent(stats.failure_rate).c_str(),
+      percent(stats.wilson_95.lo).c_str(),
+      percent(stats.wilson_95.hi).c_str());
+  if (stats.upper_bound_95)
     std::printf(
         "no failure in %lld runs: the failure rate is below %s at 95%% confidence\n",
-        static_cast<long long>(n),
-        percent(stats.at("upper_bound_95").get<double>()).c_str());
+        static_cast<long long>(stats.runs),
+        percent(*stats.upper_bound_95).c_str());
   std::printf("%-10s %12s %12s %12s\n", "peak", "min", "median", "max");
-  for (const auto& p : stats.at("peaks"))
+  for (const repeat::PhaseSpread& p : stats.peaks)
     std::printf(
         "%-10s %12s %12s %12s\n",
-        p.at("phase").get<std::string>().c_str(),
-        memory::format_size(p.at("min_bytes").get<int64_t>()).c_str(),
-        memory::format_size(static_cast<int64_t>(p.at("median_bytes").get<double>())).c_str(),
-        memory::format_size(p.at("max_bytes").get<int64_t>()).c_str());
+        p.phase.c_str(),
+        memory::format_size(p.spread.min).c_str(),
+        memory::format_size(static_cast<int64_t>(p.spread.median)).c_str(),
+        memory::format_size(p.spread.max).c_str());
   if (const Iteration* worst = repeat::worst_iteration(summary)) {
     std::printf(
         "%s %llu (%s%s)\nreproduce: %s\n",
@@ -127,7 +125,7 @@ void print_summary(const Summary& summary) {
         static_cast<unsigned long long>(worst->seed),
         memory::to_string(worst->outcome),
         worst->detail.empty() ? "" : (": " + worst->detail.substr(0, 160)).c_str(),
-        stats.at("reproduce").get<std::string>().c_str());
+        stats.reproduce.c_str());
   }
 }
 
@@ -150,6 +148,10 @@ int finish(const Summary& summary, const std::string& report_file, const std::st
 std::vector<std::string> gpus_for_jobs(int64_t jobs, const std::string& device) {
   if (jobs <= 1 || device == "cpu")
     return {};
+  if (device.rfind("cuda:", 0) == 0)
+    throw UsageError(
+        "repeat --jobs " + std::to_string(jobs) + " with --device " + device +
+        ": the jobs take a GPU each; give --device cuda");
   const int count = memory::cuda_meter_built() ? memory::cuda_device_count() : 0;
   if (device == "auto" && count == 0)
     return {};

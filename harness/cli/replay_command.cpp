@@ -4,8 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include <torch/version.h>
-
+#include "harness/memory/built_torch.h"
 #include "harness/cli/exit_codes.h"
 #include <oomguard/memory/sizes.h>
 
@@ -139,8 +138,7 @@ void print_settings(
 }  // namespace
 
 int replay_command(const ReplayArgs& args) {
-  const app::Replays r = app::replay_settings(
-      args, std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR));
+  const app::Replays r = app::replay_settings(args, memory::built_torch_version().text());
   if (r.workspace_unused)
     std::fprintf(
         stderr,

@@ -3,8 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include <torch/version.h>
-
+#include "harness/memory/built_torch.h"
 #include "harness/cli/exit_codes.h"
 #include <oomguard/memory/sizes.h>
 
@@ -57,7 +56,7 @@ int run_command(const RunArgs& args) {
         {{"train", config.budgets.train},
          {"evaluate", config.budgets.evaluate},
          {"generate", config.budgets.generate}},
-        {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+        memory::built_torch_version());
     return kExitPass;
   }
   const run::RunReport report = app::execute_run(args, resolved, print_table);

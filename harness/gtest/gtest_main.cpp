@@ -10,8 +10,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <torch/version.h>
 
+#include "harness/memory/built_torch.h"
 #include <oomguard/gtest.h>
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/meter_stack.h>
@@ -27,7 +27,7 @@ void apply_alloc_conf(char** argv) {
   const char* wanted = std::getenv("OOMGUARD_ALLOC_CONF");
   if (wanted == nullptr || *wanted == '\0')
     return;
-  const oomguard::sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  const oomguard::sim::TorchVersion torch = oomguard::memory::built_torch_version();
   try {
     oomguard::sim::validate_alloc_conf(wanted, torch);
   } catch (const std::invalid_argument& e) {

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/version.h>
 
+#include "harness/memory/built_torch.h"
 #include "harness/atomic_file.h"
 #include "harness/gtest/registry.h"
 #include "harness/report/run_report.h"
@@ -104,7 +104,7 @@ void write_report(const std::string& test, const TestRecord& record) {
       doc.device.alloc_conf_source = "environment";
     }
   }
-  doc.torch_version = TORCH_VERSION;
+  doc.torch_version = memory::built_torch_version_text();
   doc.capacity_bytes = first.capacity_bytes;
   for (const PhaseEntry& entry : record.phases) {
     doc.phases.push_back(phase_record(entry));

@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include <c10/core/CPUAllocator.h>
-#include <torch/version.h>
 
+#include "harness/memory/built_torch.h"
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/memory/operator_callbacks.h"
@@ -32,8 +32,7 @@ ModelTarget target_from_env(
     const std::string& alloc_conf,
     const sim::GpuRules& rules) {
   try {
-    return model_target(
-        card, capacity_bytes, alloc_conf, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, rules);
+    return model_target(card, capacity_bytes, alloc_conf, built_torch_version(), rules);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(what + ": " + e.what());
   }

@@ -8,14 +8,13 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <torch/version.h>
-
+#include "harness/memory/built_torch.h"
 #include <oomguard/sim/alloc_conf.h>
 
 namespace oomguard::memory {
 
 void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
-  const sim::TorchVersion torch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  const sim::TorchVersion torch = built_torch_version();
   for (const char* variable : sim::alloc_conf_variables(torch))
     ::setenv(variable, conf.c_str(), 1);
   const char* variable = sim::alloc_conf_variable(torch);

@@ -35,44 +35,51 @@ std::string shell_quote(const std::string& s) {
 
 }  // namespace
 
-nlohmann::json statistics(const Summary& summary) {
-  const auto n = static_cast<int64_t>(summary.iterations.size());
-  int64_t k = 0;
+Statistics statistics(const Summary& summary) {
+  Statistics st;
+  st.runs = static_cast<int64_t>(summary.iterations.size());
   std::vector<std::string> order;  // phases in run order
   std::map<std::string, std::vector<int64_t>> peaks;
   for (const auto& it : summary.iterations) {
-    k += it.passed() ? 0 : 1;
+    st.failures += it.passed() ? 0 : 1;
     for (const auto& p : it.phases) {
       if (peaks.find(p.phase) == peaks.end())
         order.push_back(p.phase);
       peaks[p.phase].push_back(p.peak_bytes);
     }
   }
-  const Interval w = wilson_interval(k, n);
-  nlohmann::json phase_stats = nlohmann::json::array();
-  for (const auto& name : order) {
-    const Spread s = spread_of(peaks[name]);
-    phase_stats.push_back(
-        {{"phase", name},
-         {"runs", s.count},
-         {"min_bytes", s.min},
-         {"median_bytes", s.median},
-         {"max_bytes", s.max}});
-  }
-  nlohmann::json stats = {
-      {"runs", n},
-      {"failures", k},
-      {"failure_rate", n > 0 ? static_cast<double>(k) / static_cast<double>(n) : 0.0},
-      {"wilson_95", {w.lo, w.hi}},
-      {"upper_bound_95", k == 0 && n > 0 ? nlohmann::json(zero_failure_upper_bound(n)) : nullptr},
-      {"peaks", phase_stats},
-      {"worst_seed", nullptr},
-      {"reproduce", nullptr}};
+  st.failure_rate =
+      st.runs > 0 ? static_cast<double>(st.failures) / static_cast<double>(st.runs) : 0.0;
+  st.wilson_95 = wilson_interval(st.failures, st.runs);
+  if (st.failures == 0 && st.runs > 0)
+    st.upper_bound_95 = zero_failure_upper_bound(st.runs);
+  for (const auto& name : order)
+    st.peaks.push_back({name, spread_of(peaks[name])});
   if (const Iteration* worst = worst_iteration(summary)) {
-    stats["worst_seed"] = worst->seed;
-    stats["reproduce"] = reproduce_command(summary.plan, worst->seed);
+    st.worst_seed = worst->seed;
+    st.reproduce = reproduce_command(summary.plan, worst->seed);
   }
-  return stats;
+  return st;
+}
+
+nlohmann::json to_json(const Statistics& st) {
+  nlohmann::json phase_stats = nlohmann::json::array();
+  for (const PhaseSpread& p : st.peaks)
+    phase_stats.push_back(
+        {{"phase", p.phase},
+         {"runs", p.spread.count},
+         {"min_bytes", p.spread.min},
+         {"median_bytes", p.spread.median},
+         {"max_bytes", p.spread.max}});
+  return {
+      {"runs", st.runs},
+      {"failures", st.failures},
+      {"failure_rate", st.failure_rate},
+      {"wilson_95", {st.wilson_95.lo, st.wilson_95.hi}},
+      {"upper_bound_95", st.upper_bound_95 ? nlohmann::json(*st.upper_bound_95) : nullptr},
+      {"peaks", phase_stats},
+      {"worst_seed", st.worst_seed ? nlohmann::json(*st.worst_seed) : nullptr},
+      {"reproduce", st.worst_seed ? nlohmann::json(st.reproduce) : nullptr}};
 }
 
 namespace {
@@ -180,7 +187,7 @@ nlohmann::json to_json(const Summary& summary) {
         {"program", plan.program},
         {"run_args", plan.run_args}}},
       {"iterations", iterations},
-      {"statistics", statistics(summary)}};
+      {"statistics", to_json(statistics(summary))}};
 }
 
 Summary summary_from_json(const nlohmann::json& doc) {

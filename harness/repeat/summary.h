@@ -2,12 +2,14 @@
 // A repeat: the plan (seeds, shard, run options), one record per iteration, the statistics,
 // and the JSON summary and JUnit XML written from them. Shard summaries merge into one.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <oomguard/memory/budgets.h>
+#include "harness/repeat/flake_stats.h"
 
 namespace oomguard::repeat {
 
@@ -59,9 +61,27 @@ std::string reproduce_command(const Plan& plan, uint64_t seed);
 // (memory::worst), then the highest peak/budget ratio. Null for an empty summary.
 const Iteration* worst_iteration(const Summary& summary);
 
-// The statistics object of the summary JSON: runs, failures, failure_rate, wilson_95,
-// upper_bound_95, per-phase peaks, worst_seed and reproduce.
-nlohmann::json statistics(const Summary& summary);
+// A phase's peaks over the runs.
+struct PhaseSpread {
+  std::string phase;
+  Spread spread;
+};
+
+// What a repeat says: how often it failed, with its 95% interval (and, with no failure, the
+// rate it is below at 95%), the peaks' spread per phase, and the worst seed.
+struct Statistics {
+  int64_t runs = 0;
+  int64_t failures = 0;
+  double failure_rate = 0.0;
+  Interval wilson_95;
+  std::optional<double> upper_bound_95;  // only when no run failed
+  std::vector<PhaseSpread> peaks;        // phases in run order
+  std::optional<uint64_t> worst_seed;    // none for an empty summary
+  std::string reproduce;                 // the worst seed's command; "" without one
+};
+Statistics statistics(const Summary& summary);
+// The statistics object of the summary JSON.
+nlohmann::json to_json(const Statistics& stats);
 
 // Summary JSON ("schema": "oomguard.repeat/1"): plan, iterations and statistics.
 nlohmann::json to_json(const Summary& summary);

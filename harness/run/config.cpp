@@ -1,7 +1,6 @@
 #include "harness/run/config.h"
 
-#include <torch/version.h>
-
+#include "harness/memory/built_torch.h"
 #include <oomguard/sim/alloc_conf.h>
 #include <oomguard/memory/sizes.h>
 
@@ -227,7 +226,7 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.threads = r.integer("run", "threads", 0, 1024);
   c.alloc_conf = r.at("memory", "alloc_conf").get<std::string>();
   try {
-    sim::validate_alloc_conf(c.alloc_conf, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR});
+    sim::validate_alloc_conf(c.alloc_conf, memory::built_torch_version());
   } catch (const std::invalid_argument& e) {
     throw ConfigError(std::string("config key ") + e.what());
   }

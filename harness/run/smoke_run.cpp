@@ -5,10 +5,10 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 
 #include "data/text_source.h"
 #include "data/tokenizer.h"
+#include "harness/memory/built_torch.h"
 #include "harness/atomic_file.h"
 #include "harness/interrupt.h"
 #include <oomguard/memory/alloc_site.h>
@@ -186,7 +186,7 @@ report::RunRecord to_record(const RunReport& report) {
   r.outcome = report.outcome;
   r.seed = report.seed;
   r.device = report.device;
-  r.torch_version = TORCH_VERSION;
+  r.torch_version = memory::built_torch_version_text();
   r.capacity_bytes = report.capacity_bytes;
   // Whether each guard was on; empty_cache has no effect on CPU.
   for (const GuardInfo& g : guard_table())

@@ -13,6 +13,7 @@ namespace oomguard::sim {
 struct TorchVersion {
   int major = 0, minor = 0;
   int number() const { return major * 100 + minor; }
+  std::string text() const { return std::to_string(major) + "." + std::to_string(minor); }
 };
 
 struct AllocOption {
