@@ -189,7 +189,7 @@ Card card_of(const PlotRequest& args, const RunFacts& facts) {
   card.name = args.card.empty() && args.capacity.empty() ? facts.card : args.card;
   if (!card.name.empty()) {
     const memory::CardProfile& c = memory::find_card(card.name);
-    card.device = {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0};
+    card.device = sim::DeviceLimits::card(c.total_bytes, c.capacity_bytes());
     card.capacity = c.capacity_bytes();
   } else if (!args.capacity.empty() || facts.capacity_bytes > 0) {
     card.capacity = args.capacity.empty() ? facts.capacity_bytes : parse_capacity(args.capacity);

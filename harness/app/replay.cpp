@@ -163,7 +163,7 @@ std::vector<Setting> settings_of(const ReplayRequest& args, const Input& input, 
     const memory::CardProfile& c = memory::find_card(name);
     devices.push_back(
         {name,
-         {c.total_bytes, c.capacity_bytes(), /*allowed_bytes=*/0},
+         sim::DeviceLimits::card(c.total_bytes, c.capacity_bytes()),
          "",
          {},
          workspace(c.compute_capability)});

@@ -1,6 +1,7 @@
 // oomguard: the command line. Every option of every command is declared here, the one file
 // that compiles CLI11 (a file declaring options with it took 15 s to compile at -O3 here).
-// main() is the one place exceptions become exit codes (harness/cli/exit_codes.h).
+// cli_main() (main() of harness/cli/entry.cpp) is the one place exceptions become exit codes
+// (harness/cli/exit_codes.h).
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "harness/cli/compare_command.h"
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/main.h"
 #include "harness/cli/plot_command.h"
 #include "harness/cli/repeat_command.h"
 #include "harness/cli/replay_command.h"
@@ -222,10 +224,7 @@ RunArgs parse_run_args(const std::vector<std::string>& run_args) {
   return args;
 }
 
-}  // namespace oomguard::cli
-
-int main(int argc, char** argv) {
-  using namespace oomguard::cli;
+int cli_main(int argc, char** argv) {
   CLI::App app{"oomguard: a training smoke test that fails before the card runs out of memory"};
   app.require_subcommand(1);
 
@@ -302,3 +301,5 @@ int main(int argc, char** argv) {
   }
   return kExitInternal;
 }
+
+}  // namespace oomguard::cli

@@ -330,11 +330,11 @@ ModelTarget model_target(
   if (!card.empty()) {
     const CardProfile& profile = find_card(card);
     t.capacity_bytes = capacity_bytes > 0 ? capacity_bytes : profile.capacity_bytes();
-    t.device = {profile.total_bytes, profile.capacity_bytes(), 0};
+    t.device = sim::DeviceLimits::card(profile.total_bytes, profile.capacity_bytes());
     t.sm = profile.compute_capability;
   } else if (capacity_bytes > 0) {
     t.capacity_bytes = capacity_bytes;
-    t.device = {capacity_bytes, capacity_bytes, 0};
+    t.device = sim::DeviceLimits::card(capacity_bytes, capacity_bytes);
   }
   t.settings = sim::AllocatorSettings::parse(alloc_conf, torch.number());
   t.workspace = sim::cublas_workspace_rule(t.sm, torch, rules);

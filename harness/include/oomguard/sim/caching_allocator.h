@@ -53,6 +53,9 @@ struct DeviceLimits {
   int64_t allowed_bytes = 0;      // memory fraction: most the process may reserve; 0 for none
   // A card of `capacity` that the process may fill: total, driver and fraction alike.
   static DeviceLimits capacity(int64_t capacity) { return {capacity, capacity, capacity}; }
+  // A real card (memory::CardProfile): its total, of which the driver hands out `capacity`
+  // (the total less the CUDA context); no memory fraction.
+  static DeviceLimits card(int64_t total, int64_t capacity) { return {total, capacity, 0}; }
 };
 
 struct OomInfo {
