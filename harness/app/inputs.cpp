@@ -35,6 +35,14 @@ DeviceAsked parse_device(const std::string& text, const std::string& where) {
   return {"cuda", std::stoi(digits)};
 }
 
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return nullptr;
+  auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return doc.is_discarded() ? nlohmann::json(nullptr) : doc;
+}
+
 void check_writable(const std::string& path, const char* option) {
   if (path.empty())
     return;

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "harness/usage_error.h"
+#include <nlohmann/json.hpp>
+
 #include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::app {
@@ -41,6 +43,9 @@ DeviceAsked parse_device(const std::string& text, const std::string& where);
 // `--capacity TEXT` of run, replay and plot: a size above 0 bytes (parse_size's units); 0
 // would silently mean no card at all.
 int64_t parse_capacity(const std::string& text);
+
+// The JSON document in the file `path`; null when it cannot be opened or is not JSON.
+nlohmann::json read_json_file(const std::string& path);
 
 // Refuses `path` for `option` when it cannot be written (checked by writing and removing
 // path + ".tmp", the name write_file_atomically uses). An empty path passes.

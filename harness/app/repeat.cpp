@@ -15,6 +15,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "harness/app/inputs.h"
+
 extern char** environ;
 
 namespace oomguard::app {
@@ -69,14 +71,6 @@ class ProcessLauncher final : public RunLauncher {
 
   void stop(int64_t id) override { kill(static_cast<pid_t>(id), SIGTERM); }
 };
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return nullptr;
-  auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return doc.is_discarded() ? nlohmann::json(nullptr) : doc;
-}
 
 struct Running {
   uint64_t seed = 0;
@@ -146,7 +140,7 @@ repeat::Summary run_repeat(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - child.start).count();
     const RepeatRun run = make_run(plan, child.seed, pool.dir);
     repeat::Iteration it = repeat::iteration_from_report(
-        child.seed, ended->second, seconds, read_json(run.report_path));
+        child.seed, ended->second, seconds, read_json_file(run.report_path));
     if (it.outcome == memory::PhaseStatus::kError)
       it.detail += "; its output: " + run.log_path;
     summary.iterations.push_back(std::move(it));

@@ -54,14 +54,6 @@ void parse_shard(const std::string& text, repeat::Plan& plan) {
     throw UsageError("--shard " + text + ": need K >= 1 and 0 <= I < K");
 }
 
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in)
-    return nullptr;
-  auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return doc.is_discarded() ? nlohmann::json(nullptr) : doc;
-}
-
 // "train 78.2MiB evaluate 17.5MiB generate 13.3MiB"
 std::string peaks_line(const Iteration& it) {
   std::string line;
@@ -252,7 +244,7 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
 int merge_command(const MergeArgs& args) {
   std::vector<Summary> shards;
   for (const auto& file : args.files) {
-    const nlohmann::json doc = read_json(file);
+    const nlohmann::json doc = app::read_json_file(file);
     if (doc.is_null())
       throw UsageError("merge: " + file + ": cannot be read as JSON");
     try {
