@@ -224,6 +224,31 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunRequest& args) {
   return budget.rules;
 }
 
+// --snapshot on CPU: the settings its replay of the run's trace uses (memory.alloc_conf), and
+// the card's cuBLAS workspaces at the trace's matrix products.
+void resolve_cpu_snapshot(const RunRequest& args, ResolvedRun& resolved) {
+  try {
+    resolved.snapshot_settings = sim::AllocatorSettings::parse(
+        resolved.config.alloc_conf, memory::built_torch_version().number());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--snapshot: ") + e.what());
+  }
+  if (resolved.snapshot_settings->expandable_segments)
+    throw UsageError(
+        "--snapshot: memory.alloc_conf has expandable_segments:True, whose pages are not "
+        "segments of their own; a snapshot is written for the other settings");
+  // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
+  // snapshot shows them.
+  const int sm =
+      args.card.empty() ? memory::kDefaultModelSm : memory::find_card(args.card).compute_capability;
+  try {
+    resolved.snapshot_workspace =
+        sim::cublas_workspace_rule(sm, memory::built_torch_version(), rules_option(args.rules));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--snapshot: ") + e.what());
+  }
+}
+
 ResolvedRun resolve_given(const RunRequest& args) {
   nlohmann::json overrides = nlohmann::json::object();
   if (!args.config_file.empty())
@@ -262,28 +287,8 @@ ResolvedRun resolve_given(const RunRequest& args) {
   if (!args.capacity.empty())
     resolved.capacity_bytes = parse_capacity(args.capacity);
   // On CUDA, --snapshot is PyTorch's own snapshot of the allocator's recorded history.
-  if (resolved.device == "cpu" && !args.snapshot_file.empty()) {
-    try {
-      resolved.snapshot_settings = sim::AllocatorSettings::parse(
-          resolved.config.alloc_conf, memory::built_torch_version().number());
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--snapshot: ") + e.what());
-    }
-    if (resolved.snapshot_settings->expandable_segments)
-      throw UsageError(
-          "--snapshot: memory.alloc_conf has expandable_segments:True, whose pages are not "
-          "segments of their own; a snapshot is written for the other settings");
-    // The card's cuBLAS workspaces where the trace marks its matrix products, as a CUDA
-    // snapshot shows them.
-    const int sm = args.card.empty() ? memory::kDefaultModelSm
-                                     : memory::find_card(args.card).compute_capability;
-    try {
-      resolved.snapshot_workspace =
-          sim::cublas_workspace_rule(sm, memory::built_torch_version(), rules_option(args.rules));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--snapshot: ") + e.what());
-    }
-  }
+  if (resolved.device == "cpu" && !args.snapshot_file.empty())
+    resolve_cpu_snapshot(args, resolved);
   if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
     throw UsageError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
