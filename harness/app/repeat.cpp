@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <stdexcept>
+#include <thread>
 
 #include "harness/app/inputs.h"
 
@@ -78,6 +79,23 @@ struct Running {
   std::chrono::steady_clock::time_point start;
 };
 
+void parse_shard(const std::string& text, repeat::Plan& plan) {
+  const auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos)
+      throw std::invalid_argument("no slash");
+    size_t used_i = 0, used_k = 0;
+    plan.shard_index = std::stoll(text.substr(0, slash), &used_i);
+    plan.shard_count = std::stoll(text.substr(slash + 1), &used_k);
+    if (used_i != slash || used_k != text.size() - slash - 1)
+      throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    throw UsageError("--shard " + text + ": expected I/K, e.g. 0/2 (I counts from 0)");
+  }
+  if (plan.shard_count < 1 || plan.shard_index < 0 || plan.shard_index >= plan.shard_count)
+    throw UsageError("--shard " + text + ": need K >= 1 and 0 <= I < K");
+}
+
 RepeatRun make_run(const repeat::Plan& plan, uint64_t seed, const std::string& dir) {
   RepeatRun run;
   run.seed = seed;
@@ -90,6 +108,59 @@ RepeatRun make_run(const repeat::Plan& plan, uint64_t seed, const std::string& d
 }
 
 }  // namespace
+
+repeat::Plan plan_repeat(const RepeatRequest& args, const std::string& program) {
+  if (args.runs < 1)
+    throw UsageError("repeat -n " + std::to_string(args.runs) + ": need at least 1 run");
+  if (args.jobs < 1)
+    throw UsageError("repeat --jobs " + std::to_string(args.jobs) + ": need at least 1");
+  repeat::Plan plan;
+  plan.seed_start = static_cast<uint64_t>(args.seed_start);
+  plan.runs = args.runs;
+  plan.program = program;
+  plan.run_args = args.run_args;
+  if (!args.shard.empty())
+    parse_shard(args.shard, plan);
+  if (plan.seed_start + static_cast<uint64_t>(plan.runs) - 1 > 4294967295ull)
+    throw UsageError("repeat: seeds past 4294967295; lower --seed-start or -n");
+  // Parallel runs share the cores: each gets its share, and the reproduce command says so.
+  const bool threads_given =
+      std::any_of(plan.run_args.begin(), plan.run_args.end(), [](const std::string& a) {
+        return a.rfind("run.threads=", 0) == 0;
+      });
+  if (args.jobs > 1 && !threads_given) {
+    const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+    plan.run_args.push_back("--set");
+    plan.run_args.push_back(
+        "run.threads=" + std::to_string(std::max<int64_t>(1, cores / args.jobs)));
+  }
+  return plan;
+}
+
+// On CUDA (asked for, or auto with a device) with more than one job, each running job takes
+// a GPU of its own: two memory fractions on one GPU could together hold more than the card,
+// and each would see the other's memory. Refused when there are fewer GPUs than jobs.
+std::vector<std::string> gpus_for_jobs(
+    int64_t jobs, const std::string& device, int device_count, const char* cuda_visible_devices) {
+  if (jobs <= 1 || device == "cpu")
+    return {};
+  if (device.rfind("cuda:", 0) == 0)
+    throw UsageError(
+        "repeat --jobs " + std::to_string(jobs) + " with --device " + device +
+        ": the jobs take a GPU each; give --device cuda");
+  const int count = device_count;
+  if (device == "auto" && count == 0)
+    return {};
+  const std::vector<std::string> gpus = visible_gpus(count, cuda_visible_devices);
+  if (static_cast<int64_t>(gpus.size()) < jobs)
+    throw UsageError(
+        "repeat --jobs " + std::to_string(jobs) + " on CUDA: " + std::to_string(gpus.size()) +
+        " GPU(s) visible, and each job needs one of its own (a memory fraction per GPU: two on "
+        "one GPU could together hold more than the card, and each would see the other's "
+        "memory); use --jobs " +
+        std::to_string(std::max<size_t>(gpus.size(), 1)) + " or fewer");
+  return gpus;
+}
 
 std::unique_ptr<RunLauncher> process_launcher() {
   return std::make_unique<ProcessLauncher>();

@@ -14,6 +14,27 @@
 
 namespace oomguard::app {
 
+// `oomguard repeat`'s own options.
+struct RepeatRequest {
+  int64_t runs = 0;
+  int64_t seed_start = 0;
+  int64_t jobs = 1;
+  std::string shard;  // "I/K"; empty: the whole range
+  std::string report_file, junit_file, runs_dir;
+  std::vector<std::string> run_args;  // passed to every `oomguard run`
+};
+
+// The plan of `request`: its seeds (this shard's), and the run options every run gets, with
+// each run's share of the cores when several run at once. `program` is how oomguard was
+// invoked, for the reproduce commands. Throws UsageError naming a bad option.
+repeat::Plan plan_repeat(const RepeatRequest& request, const std::string& program);
+
+// On CUDA (asked for, or auto with a device) with more than one job, each running job takes a
+// GPU of its own: the `device_count` visible ones as visible_gpus names them. Empty on CPU or
+// with one job. Throws UsageError when there are fewer GPUs than jobs, or for cuda:N.
+std::vector<std::string> gpus_for_jobs(
+    int64_t jobs, const std::string& device, int device_count, const char* cuda_visible_devices);
+
 // One run as the pool starts it.
 struct RepeatRun {
   uint64_t seed = 0;

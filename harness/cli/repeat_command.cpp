@@ -1,21 +1,11 @@
 #include "harness/cli/repeat_command.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <thread>
 
 #include "harness/cli/exit_codes.h"
 #include "harness/atomic_file.h"
@@ -25,10 +15,7 @@
 #include "harness/interrupt.h"
 #include <oomguard/memory/cuda_meter.h>
 #include <oomguard/memory/sizes.h>
-#include "harness/repeat/flake_stats.h"
 #include "harness/repeat/summary.h"
-
-extern char** environ;
 
 namespace oomguard::cli {
 namespace {
@@ -36,23 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using repeat::Iteration;
 using repeat::Summary;
-
-void parse_shard(const std::string& text, repeat::Plan& plan) {
-  const auto slash = text.find('/');
-  try {
-    if (slash == std::string::npos)
-      throw std::invalid_argument("no slash");
-    size_t used_i = 0, used_k = 0;
-    plan.shard_index = std::stoll(text.substr(0, slash), &used_i);
-    plan.shard_count = std::stoll(text.substr(slash + 1), &used_k);
-    if (used_i != slash || used_k != text.size() - slash - 1)
-      throw std::invalid_argument("trailing characters");
-  } catch (const std::exception&) {
-    throw UsageError("--shard " + text + ": expected I/K, e.g. 0/2 (I counts from 0)");
-  }
-  if (plan.shard_count < 1 || plan.shard_index < 0 || plan.shard_index >= plan.shard_count)
-    throw UsageError("--shard " + text + ": need K >= 1 and 0 <= I < K");
-}
 
 // "train 78.2MiB evaluate 17.5MiB generate 13.3MiB"
 std::string peaks_line(const Iteration& it) {
@@ -134,62 +104,18 @@ int finish(const Summary& summary, const std::string& report_file, const std::st
   return all_passed ? kExitPass : kExitBudget;
 }
 
-// On CUDA (asked for, or auto with a device) with more than one job, each running job takes
-// a GPU of its own: two memory fractions on one GPU could together hold more than the card,
-// and each would see the other's memory. Refused when there are fewer GPUs than jobs.
-std::vector<std::string> gpus_for_jobs(int64_t jobs, const std::string& device) {
-  if (jobs <= 1 || device == "cpu")
-    return {};
-  if (device.rfind("cuda:", 0) == 0)
-    throw UsageError(
-        "repeat --jobs " + std::to_string(jobs) + " with --device " + device +
-        ": the jobs take a GPU each; give --device cuda");
-  const int count = memory::cuda_meter_built() ? memory::cuda_device_count() : 0;
-  if (device == "auto" && count == 0)
-    return {};
-  const std::vector<std::string> gpus =
-      app::visible_gpus(count, std::getenv("CUDA_VISIBLE_DEVICES"));
-  if (static_cast<int64_t>(gpus.size()) < jobs)
-    throw UsageError(
-        "repeat --jobs " + std::to_string(jobs) + " on CUDA: " + std::to_string(gpus.size()) +
-        " GPU(s) visible, and each job needs one of its own (a memory fraction per GPU: two on "
-        "one GPU could together hold more than the card, and each would see the other's "
-        "memory); use --jobs " +
-        std::to_string(std::max<size_t>(gpus.size(), 1)) + " or fewer");
-  return gpus;
-}
-
 }  // namespace
 
 int repeat_command(const RepeatArgs& args, const std::string& program) {
-  if (args.runs < 1)
-    throw UsageError("repeat -n " + std::to_string(args.runs) + ": need at least 1 run");
-  if (args.jobs < 1)
-    throw UsageError("repeat --jobs " + std::to_string(args.jobs) + ": need at least 1");
-  repeat::Plan plan;
-  plan.seed_start = static_cast<uint64_t>(args.seed_start);
-  plan.runs = args.runs;
-  plan.program = program;
-  plan.run_args = args.run_args;
-  if (!args.shard.empty())
-    parse_shard(args.shard, plan);
-  if (plan.seed_start + static_cast<uint64_t>(plan.runs) - 1 > 4294967295ull)
-    throw UsageError("repeat: seeds past 4294967295; lower --seed-start or -n");
-  // Parallel runs share the cores: each gets its share, and the reproduce command says so.
-  const bool threads_given =
-      std::any_of(plan.run_args.begin(), plan.run_args.end(), [](const std::string& a) {
-        return a.rfind("run.threads=", 0) == 0;
-      });
-  if (args.jobs > 1 && !threads_given) {
-    const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-    plan.run_args.push_back("--set");
-    plan.run_args.push_back(
-        "run.threads=" + std::to_string(std::max<int64_t>(1, cores / args.jobs)));
-  }
+  const repeat::Plan plan = app::plan_repeat(args, program);
   const RunArgs run_args = parse_run_args(plan.run_args);
   app::RepeatPool pool;
   pool.jobs = args.jobs;
-  pool.gpus = gpus_for_jobs(args.jobs, app::asked_device(run_args.device));
+  pool.gpus = app::gpus_for_jobs(
+      args.jobs,
+      app::asked_device(run_args.device),
+      memory::cuda_meter_built() ? memory::cuda_device_count() : 0,
+      std::getenv("CUDA_VISIBLE_DEVICES"));
   app::resolve_run(run_args);  // everything the runs will be given is checked before any starts
   app::check_writable(args.report_file, "--report");
   app::check_writable(args.junit_file, "--junit");

@@ -4,18 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/app/repeat.h"
 #include "harness/cli/run_command.h"
 
 namespace oomguard::cli {
 
-struct RepeatArgs {
-  int64_t runs = 0;
-  int64_t seed_start = 0;
-  int64_t jobs = 1;
-  std::string shard;  // "I/K"; empty: the whole range
-  std::string report_file, junit_file, runs_dir;
-  std::vector<std::string> run_args;  // passed to every `oomguard run`
-};
+// `oomguard repeat`'s options: the application's repeat request.
+using RepeatArgs = app::RepeatRequest;
 
 // Declare `oomguard repeat`'s and `oomguard merge`'s options on `app`, filling `args`
 // (harness/cli/main.cpp, the one file that compiles CLI11).
