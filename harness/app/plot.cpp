@@ -14,6 +14,7 @@
 #include "harness/plot/repeat_plot.h"
 #include "harness/repeat/summary.h"
 #include "harness/report/json_fields.h"
+#include "harness/report/replay_report.h"
 #include "harness/report/run_report.h"
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
@@ -258,18 +259,21 @@ Picture trace_picture(const PlotRequest& args, const RunFacts& facts, const Card
 // A replay report holds no timeline: its trace is drawn again with its card and settings
 // (those given win).
 PlotRequest replayed_request(const nlohmann::json& doc, const PlotRequest& args) {
+  // The trace first: a report whose trace is gone cannot be drawn, whatever else it holds.
   PlotRequest again = args;
-  again.input = doc.value("trace", "");
+  again.input = report::Fields(args.input).text(doc, "trace", "the report");
   if (!std::ifstream(again.input))
     throw UsageError(args.input + ": the trace it replayed, " + again.input + ", cannot be opened");
+  const report::ReplayRecord record = report::replay_record_from_json(doc, args.input);
+  const report::ReplayFigures& first = record.settings.front();
   if (args.card.empty() && args.capacity.empty()) {
-    if (doc.contains("card") && doc["card"].is_string())
-      again.card = doc["card"].get<std::string>();
-    else if (doc.contains("capacity_bytes") && doc["capacity_bytes"].is_number_integer())
-      again.capacity = std::to_string(doc["capacity_bytes"].get<int64_t>());
+    if (!first.card.empty())
+      again.card = first.card;
+    else
+      again.capacity = std::to_string(first.capacity_bytes);
   }
-  if (args.alloc_conf.empty() && doc.contains("alloc_conf") && doc["alloc_conf"].is_string())
-    again.alloc_conf = doc["alloc_conf"].get<std::string>();
+  if (args.alloc_conf.empty())
+    again.alloc_conf = first.alloc_conf;
   return again;
 }
 

@@ -8,6 +8,7 @@
 
 #include "harness/app/inputs.h"
 #include "harness/atomic_file.h"
+#include "harness/report/replay_report.h"
 #include "harness/sim/pickle.h"
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
@@ -67,55 +68,25 @@ nlohmann::json oom_json(const sim::ReplayResult& r) {
 
 // A replay's figures and the setting it ran with: the report's top level, and each entry of
 // its `settings` list.
-nlohmann::json figures_json(
+report::ReplayFigures figures_of(
     const sim::ReplayResult& r, const Setting& s, const std::string& torch_version) {
-  return {
-      {"card", s.card.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.card)},
-      {"capacity_bytes", s.device.driver_free_bytes},
-      {"alloc_conf", s.alloc_conf},
-      {"torch_version", torch_version},
-      {"events", r.events},
-      {"peak_requested_bytes", r.peak_requested_bytes},
-      {"peak_allocated_bytes", r.peak_allocated_bytes},
-      {"peak_reserved_bytes", r.peak_reserved_bytes},
-      {"largest_gap_bytes", r.largest_gap_bytes},
-      {"largest_gap_line", r.largest_gap_line},
-      {"num_alloc_retries", r.num_alloc_retries},
-      {"num_ooms", r.num_ooms},
-      {"cublas_workspace_bytes", r.workspace_bytes},
-      {"cublas_workspace",
-       s.workspace.bytes_per_handle > 0 ? nlohmann::json(s.workspace.describe())
-                                        : nlohmann::json(nullptr)},
-      {"outcome", r.oom ? "oom" : "pass"},
-      {"margin_bytes",
-       r.oom ? nlohmann::json(nullptr)
-             : nlohmann::json(s.device.driver_free_bytes - r.peak_reserved_bytes)},
-      {"oom", oom_json(r)}};
-}
-
-nlohmann::json to_json(
-    const sim::ReplayResult& r,
-    const std::string& trace_file,
-    const Setting& setting,
-    const std::string& torch_version) {
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : r.phases) {
-    nlohmann::json live = nlohmann::json::array();
-    for (const auto& t : p.live_at_peak)
-      live.push_back({{"tag", t.tag}, {"bytes", t.bytes}});
-    phases.push_back(
-        {{"name", p.name},
-         {"peak_requested_bytes", p.peak_requested_bytes},
-         {"peak_allocated_bytes", p.peak_allocated_bytes},
-         {"peak_reserved_bytes", p.peak_reserved_bytes},
-         {"largest_gap_bytes", p.largest_gap_bytes},
-         {"num_alloc_retries", p.num_alloc_retries},
-         {"live_at_peak", live}});
-  }
-  nlohmann::json report = {{"schema", "oomguard.replay/1"}, {"trace", trace_file}};
-  report.update(figures_json(r, setting, torch_version));
-  report["phases"] = phases;
-  return report;
+  report::ReplayFigures f;
+  f.card = s.card;
+  f.capacity_bytes = s.device.driver_free_bytes;
+  f.alloc_conf = s.alloc_conf;
+  f.torch_version = torch_version;
+  f.events = r.events;
+  f.peak_requested_bytes = r.peak_requested_bytes;
+  f.peak_allocated_bytes = r.peak_allocated_bytes;
+  f.peak_reserved_bytes = r.peak_reserved_bytes;
+  f.largest_gap_bytes = r.largest_gap_bytes;
+  f.largest_gap_line = r.largest_gap_line;
+  f.num_alloc_retries = r.num_alloc_retries;
+  f.num_ooms = r.num_ooms;
+  f.cublas_workspace_bytes = r.workspace_bytes;
+  f.cublas_workspace = s.workspace.bytes_per_handle > 0 ? s.workspace.describe() : "";
+  f.oom = oom_json(r);
+  return f;
 }
 
 }  // namespace
@@ -215,18 +186,26 @@ void replay_each(const ReplayRequest& request, Replays& r, sim::DeviceTrace& dev
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// oomguard.replay/1: the top level is the first setting's replay, as a single replay's report
-// has it, then every setting's figures in `settings`.
-nlohmann::json replay_report(const ReplayRequest& request, const Replays& r) {
-  nlohmann::json entries = nlohmann::json::array();
+// oomguard.replay/1: every setting's figures (the first one's at the top level), the first
+// replay's phases, and for a snapshot its recording match.
+report::ReplayRecord replay_record(const ReplayRequest& request, const Replays& r) {
+  report::ReplayRecord record;
+  record.trace = request.trace_file;
   for (size_t i = 0; i < r.settings.size(); ++i)
-    entries.push_back(figures_json(r.results[i], r.settings[i], r.torch_version));
+    record.settings.push_back(figures_of(r.results[i], r.settings[i], r.torch_version));
   const sim::ReplayResult& first = r.results.front();
-  nlohmann::json report = to_json(first, request.trace_file, r.settings.front(), r.torch_version);
-  report["settings"] = entries;
+  for (const auto& p : first.phases)
+    record.phases.push_back(
+        {p.name,
+         p.peak_requested_bytes,
+         p.peak_allocated_bytes,
+         p.peak_reserved_bytes,
+         p.largest_gap_bytes,
+         p.num_alloc_retries,
+         p.live_at_peak});
   if (r.input.snapshot)
-    report["snapshot"] = snapshot_json(*r.input.snapshot, *first.recording);
-  return report;
+    record.snapshot = snapshot_json(*r.input.snapshot, *first.recording);
+  return record;
 }
 
 }  // namespace
@@ -262,7 +241,7 @@ Replays replay_settings(const ReplayRequest& request, const std::string& build_t
             device_trace,
             r.settings.front().alloc_conf,
             /*expandable_segments=*/false));
-  r.report = replay_report(request, r);
+  r.report = report::to_json(replay_record(request, r));
   if (!request.report_file.empty())
     write_file_atomically(request.report_file, r.report.dump(2) + "\n");
   return r;

@@ -12,6 +12,7 @@
 #include "harness/compare/event_side.h"
 #include "harness/repeat/summary.h"
 #include "harness/report/json_fields.h"
+#include "harness/report/replay_report.h"
 #include "harness/report/run_report.h"
 #include <oomguard/memory/sizes.h>
 
@@ -221,38 +222,35 @@ Side read_summary(const json& doc, const std::string& path) {
 // with its phases, the others the whole trace as one phase (the report keeps per-phase
 // figures of the first setting only). Both sides must hold the same settings.
 Side read_replay(const json& doc, const std::string& path) {
-  const Fields f(path);
+  const report::ReplayRecord record = report::replay_record_from_json(doc, path);
   Side side{path, InputKind::kReplayReport, {}};
-  const auto figures = [&](const json& s, std::string name, const std::string& where) {
-    PhaseFigures p;
-    p.name = std::move(name);
-    p.peak_allocated_bytes = f.bytes(s, "peak_allocated_bytes", where, false);
-    p.peak_reserved_bytes = f.bytes(s, "peak_reserved_bytes", where, false);
-    p.status =
-        s.contains("outcome") && s["outcome"].is_string() ? s["outcome"].get<std::string>() : "";
-    return p;
-  };
-  const json settings =
-      doc.contains("settings") ? f.array(doc, "settings", "the report") : json::array({doc});
-  for (size_t i = 0; i < settings.size(); ++i) {
-    const json& s = settings[i];
-    const std::string where = "setting " + std::to_string(i + 1);
-    const json& card = f.at(s, "card", where);
-    const std::string conf = f.text(s, "alloc_conf", where);
+  const size_t n = record.settings.size();
+  for (size_t i = 0; i < n; ++i) {
+    const report::ReplayFigures& s = record.settings[i];
     TestFigures t;
-    t.name = (card.is_string() ? card.get<std::string>()
-                               : memory::format_size(f.bytes(s, "capacity_bytes", where, false))) +
-             " " + (conf.empty() ? "default" : conf);
+    t.name = (s.card.empty() ? memory::format_size(s.capacity_bytes) : s.card) + " " +
+             (s.alloc_conf.empty() ? "default" : s.alloc_conf);
     t.conditions = {
-        {"setting", std::to_string(i + 1) + " of " + std::to_string(settings.size())},
-        {"modelled LibTorch", text_of(f.at(s, "torch_version", where))},
-        {"capacity", memory::format_size(f.bytes(s, "capacity_bytes", where, false))},
-        {"cuBLAS workspaces", text_of(s.value("cublas_workspace", json()))}};
-    if (i == 0)
-      for (const auto& p : f.array(doc, "phases", "the report"))
-        t.phases.push_back(figures(p, f.text(p, "name", "a phase"), "a phase"));
-    else
-      t.phases.push_back(figures(s, "(whole trace)", where));
+        {"setting", std::to_string(i + 1) + " of " + std::to_string(n)},
+        {"modelled LibTorch", s.torch_version},
+        {"capacity", memory::format_size(s.capacity_bytes)},
+        {"cuBLAS workspaces", s.cublas_workspace.empty() ? "none" : s.cublas_workspace}};
+    if (i == 0) {
+      for (const report::ReplayPhase& p : record.phases) {
+        PhaseFigures ph;
+        ph.name = p.name;
+        ph.peak_allocated_bytes = p.peak_allocated_bytes;
+        ph.peak_reserved_bytes = p.peak_reserved_bytes;
+        t.phases.push_back(std::move(ph));
+      }
+    } else {
+      PhaseFigures whole;
+      whole.name = "(whole trace)";
+      whole.peak_allocated_bytes = s.peak_allocated_bytes;
+      whole.peak_reserved_bytes = s.peak_reserved_bytes;
+      whole.status = s.fits() ? "pass" : "oom";
+      t.phases.push_back(std::move(whole));
+    }
     side.tests.push_back(std::move(t));
   }
   return side;

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "harness/report/replay_report.h"
 #include "harness/report/run_report.h"
 #include "harness/repeat/summary.h"
 #include "harness/usage_error.h"
@@ -111,6 +112,52 @@ TEST(RunReport, ARepeatRunWhoseReportCannotBeReadIsAnError) {
   const repeat::Iteration none = repeat::iteration_from_report(7, 139, 1.0, nullptr);
   EXPECT_EQ(none.outcome, memory::PhaseStatus::kError);
   EXPECT_EQ(none.detail, "exit code 139 and no report");
+}
+
+}  // namespace
+}  // namespace oomguard::report
+
+namespace oomguard::report {
+namespace {
+
+TEST(ReplayReport, WhatTheWriterWritesTheReaderReadsBack) {
+  ReplayRecord r;
+  r.trace = "run.jsonl";
+  ReplayFigures t4;
+  t4.card = "t4";
+  t4.capacity_bytes = 15'300'000'000;
+  t4.torch_version = "2.15";
+  t4.peak_reserved_bytes = 64 << 20;
+  t4.cublas_workspace_bytes = 17'039'360;
+  t4.cublas_workspace = "2 handles x 8,519,680 B";
+  ReplayFigures small = t4;
+  small.card = "";
+  small.capacity_bytes = 32 << 20;
+  small.alloc_conf = "expandable_segments:True";
+  small.oom = {{"line", 12}, {"bytes", 2 << 20}};
+  r.settings = {t4, small};
+  r.phases.push_back({"train", 1, 2, 3, 4, 0, {{"head", 2}}});
+  const nlohmann::json doc = to_json(r);
+  EXPECT_EQ(doc.at("card"), "t4");  // the first setting at the top level
+  EXPECT_EQ(doc.at("margin_bytes"), 15'300'000'000 - (64 << 20));
+  EXPECT_TRUE(doc.at("settings")[1].at("card").is_null());
+  EXPECT_EQ(doc.at("settings")[1].at("outcome"), "oom");
+  EXPECT_FALSE(doc.contains("snapshot"));
+  const ReplayRecord back = replay_record_from_json(doc, "replay.json");
+  EXPECT_EQ(to_json(back), doc);
+  EXPECT_FALSE(back.settings[1].fits());
+
+  nlohmann::json bad = doc;
+  bad["settings"][1].erase("alloc_conf");
+  try {
+    replay_record_from_json(bad, "replay.json");
+    ADD_FAILURE() << "read without alloc_conf";
+  } catch (const UsageError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("replay.json: setting 2 has no \"alloc_conf\""),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
