@@ -314,7 +314,7 @@ Picture make_picture(const PlotRequest& args) {
         " is a run report: plot the run's trace and give the report for its "
         "budgets, oomguard plot TRACE --run-report " +
         args.input);
-  if (schema == "oomguard.replay/1")
+  if (schema == report::kReplayReportSchema)
     return make_picture(replayed_request(doc, args));
   return trace_picture(args, facts, card);
 }

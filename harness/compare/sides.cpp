@@ -22,9 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kReport = "oomguard.report/1";
+constexpr const char* kReport = report::kRunReportSchema;
 constexpr const char* kRepeat = "oomguard.repeat/1";
-constexpr const char* kReplay = "oomguard.replay/1";
+constexpr const char* kReplay = report::kReplayReportSchema;
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw InputError(path + ": " + what);
