@@ -279,17 +279,19 @@ ResolvedRun resolve_given(const RunRequest& args) {
           .kind == "cuda";
   if (cuda_asked)
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
-  resolved.device = resolve_device(args.device, resolved.device_index);
-  if (!cuda_asked && resolved.device == "cuda")  // auto found a device
+  resolved.device =
+      memory::device_kind_from_string(resolve_device(args.device, resolved.device_index));
+  const bool cuda = resolved.device == memory::DeviceKind::kCuda;
+  if (!cuda_asked && cuda)  // auto found a device
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
     resolved.capacity_bytes = parse_capacity(args.capacity);
   // On CUDA, --snapshot is PyTorch's own snapshot of the allocator's recorded history.
-  if (resolved.device == "cpu" && !args.snapshot_file.empty())
+  if (!cuda && !args.snapshot_file.empty())
     resolve_cpu_snapshot(args, resolved);
-  if (resolved.device == "cuda" && (!args.trace_file.empty() || args.allocator_model == "cuda"))
+  if (cuda && (!args.trace_file.empty() || args.allocator_model == "cuda"))
     throw UsageError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
@@ -353,7 +355,7 @@ run::RunOptions run_options(const RunRequest& args, const ResolvedRun& resolved)
   options.fail_on_retry = args.fail_on_retry;
   options.device.type = resolved.device;
   options.device.card = args.card;
-  if (resolved.device == "cuda") {
+  if (resolved.device == memory::DeviceKind::kCuda) {
     narrow_to_device(args, resolved.device_index);   // may start the process again
     apply_alloc_conf(args, config, options.device);  // may start the process again
     options.budget_rules = cuda_budget_rules(args);  // may start the process again
@@ -385,7 +387,7 @@ run::RunOptions run_options(const RunRequest& args, const ResolvedRun& resolved)
 std::unique_ptr<memory::MeterStack> make_meters(
     const RunRequest& args, const ResolvedRun& resolved, const std::string& trace_path) {
   memory::MeterOptions meter_options;
-  meter_options.device = resolved.device;
+  meter_options.device = memory::to_string(resolved.device);
   meter_options.capacity_bytes = resolved.capacity_bytes;
   meter_options.card = args.card;
   meter_options.trace_path = trace_path;
@@ -547,7 +549,8 @@ run::RunReport execute_run(
   check_writable(args.trace_file, "--trace");
   check_writable(args.snapshot_file, "--snapshot");
   // --snapshot on CPU replays the run's trace: the one asked for, or one of its own next to it.
-  const bool cpu_snapshot = !args.snapshot_file.empty() && resolved.device == "cpu";
+  const bool cpu_snapshot =
+      !args.snapshot_file.empty() && resolved.device == memory::DeviceKind::kCpu;
   const std::string trace_path = !args.trace_file.empty() ? args.trace_file
                                  : cpu_snapshot           ? args.snapshot_file + ".trace.tmp"
                                                           : "";

@@ -10,6 +10,7 @@
 
 #include "harness/run/config.h"
 #include "harness/run/smoke_run.h"
+#include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/modelled_meter.h>
 #include <oomguard/sim/caching_allocator.h>
 #include <oomguard/sim/gpu_rules.h>
@@ -37,9 +38,9 @@ struct RunRequest {
 // A request checked and completed: everything the run needs, nothing left to refuse.
 struct ResolvedRun {
   run::RunConfig config;
-  int64_t capacity_bytes = 0;  // emulated card; 0: none
-  std::string device;          // cpu or cuda (auto resolved)
-  int device_index = -1;       // cuda:N's N (the run narrows the process to it); -1: none
+  int64_t capacity_bytes = 0;                            // emulated card; 0: none
+  memory::DeviceKind device = memory::DeviceKind::kCpu;  // auto resolved
+  int device_index = -1;  // cuda:N's N (the run narrows the process to it); -1: none
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
   // predicts, with its rules (cuBLAS workspaces).
   std::optional<memory::ModelTarget> model;

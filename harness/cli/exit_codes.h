@@ -1,7 +1,7 @@
 #pragma once
 // The exit codes of DESIGN.md's contract ("Exit codes"), and the one mapping from a run's
-// outcome to its code. Every command returns one of these; main() alone turns exceptions into
-// them: UsageError into kExitUsage, anything else into kExitInternal.
+// outcome to its code. Every command returns one of these; cli_main() alone turns exceptions
+// into them: UsageError into kExitUsage, anything else into kExitInternal.
 #include <oomguard/memory/budgets.h>
 
 namespace oomguard::cli {

@@ -73,7 +73,7 @@ TestFigures report_test(const json& doc, std::string name, const std::string& pa
   t.name = std::move(name);
   t.conditions = {
       {"seed", std::to_string(run.seed)},
-      {"device", run.device.type},
+      {"device", memory::to_string(run.device.type)},
       {"card", none_if_empty(run.device.card)},
       {"capacity", memory::format_size(run.capacity_bytes)},
       {"allocator settings", none_if_empty(run.device.alloc_conf)},

@@ -95,7 +95,7 @@ void write_report(const std::string& test, const TestRecord& record) {
   doc.test_name = test;
   doc.test_source = "oomguard::gtest";
   doc.seed = record.seed;
-  doc.device.type = first.meter;
+  doc.device.type = memory::device_kind_from_string(first.meter);
   doc.device.card = first.card;
   if (predicted != nullptr) {
     doc.device.allocator_model = "cuda";

@@ -43,7 +43,7 @@ json phase_json(const PhaseRecord& p) {
 
 json device_json(const DeviceInfo& d) {
   return {
-      {"type", d.type},
+      {"type", memory::to_string(d.type)},
       {"name", or_null(d.name)},
       {"total_bytes", or_null(d.total_bytes)},
       {"emulated_card", or_null(d.card)},
@@ -120,7 +120,11 @@ DeviceInfo read_device(const Fields& f, const json& doc) {
   if (!j.is_object())
     f.bad(where + " is not an object");
   DeviceInfo d;
-  d.type = f.text(j, "type", where);
+  try {
+    d.type = memory::device_kind_from_string(f.text(j, "type", where));
+  } catch (const std::invalid_argument& e) {
+    f.bad(where + ".type: " + e.what());
+  }
   d.name = f.text_or_empty(j, "name", where);
   d.total_bytes = f.bytes(j, "total_bytes", where, true);
   d.card = f.text_or_empty(j, "emulated_card", where);
@@ -159,7 +163,7 @@ json to_json(const RunRecord& r) {
       {"schema", kRunReportSchema},
       {"outcome", memory::to_string(r.outcome)},
       {"seed", r.seed},
-      {"device", r.device.type},
+      {"device", memory::to_string(r.device.type)},
       {"device_info", device_json(r.device)},
       {"torch_version", r.torch_version},
       {"capacity_bytes", r.capacity_bytes},

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <oomguard/memory/budgets.h>
+#include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/tag_bytes.h>
 #include <oomguard/sim/gpu_rules.h>
 
@@ -40,7 +41,7 @@ struct PhaseRecord {
 // Where the run ran and what it emulated: the report names both cards. Empty strings and -1
 // are written as null.
 struct DeviceInfo {
-  std::string type = "cpu";       // cpu or cuda
+  memory::DeviceKind type = memory::DeviceKind::kCpu;
   std::string name;               // the GPU's name on CUDA
   int64_t total_bytes = -1;       // the GPU's total memory on CUDA
   std::string card;               // the emulated card profile (--card)

@@ -72,7 +72,8 @@ bool run_phase(
       // On CUDA, an error of the device (an illegal access, a cuBLAS, cuDNN or driver
       // failure; LibTorch's CUDA checks name CUDA, cuBLAS, CUBLAS or cuDNN in the message)
       // ends the run here and its report says where. Anything else is a bug, and propagates.
-      if (options.device.type != "cuda" || !is_device_error(e.what_without_backtrace()))
+      if (options.device.type != memory::DeviceKind::kCuda ||
+          !is_device_error(e.what_without_backtrace()))
         throw;
       ended = memory::PhaseStatus::kDeviceError;
       report.device_error = OomReport{name, -1, e.what_without_backtrace()};
@@ -134,7 +135,7 @@ void run_phases(
   models::TinyGPTConfig model_config = config.model;
   model_config.vocab_size = data::kVocabSize;
   models::TinyGPT model(model_config);
-  if (options.device.type == "cuda")
+  if (options.device.type == memory::DeviceKind::kCuda)
     model->to(c10::Device(c10::kCUDA, 0));
   phases::FusedAdamW optimizer(
       model->parameters(),

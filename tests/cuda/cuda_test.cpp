@@ -122,7 +122,7 @@ TEST_F(CudaTest, CheckpointReplaysTheDevicesDropoutCuda) {
 TEST_F(CudaTest, GuardedPhasesRunAndAreMeasuredCuda) {
   const run::RunConfig config = testing::small_config();
   run::RunOptions options;
-  options.device.type = "cuda";
+  options.device.type = memory::DeviceKind::kCuda;
   const run::RunReport report = run::smoke_run(config, meter(), options);
   ASSERT_EQ(report.phases.size(), 3u);
   for (const auto& p : report.phases) {

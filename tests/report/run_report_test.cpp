@@ -95,6 +95,9 @@ TEST(RunReport, TheReaderNamesTheFieldThatIsWrong) {
   doc["device_info"]["emulated_card"] = 4;
   expect_refused(doc, "the report.device_info.emulated_card is not a string");
   doc = good;
+  doc["device_info"]["type"] = "tpu";
+  expect_refused(doc, "the report.device_info.type: \"tpu\" is not a device (cpu or cuda)");
+  doc = good;
   doc["oom"].erase("message");
   expect_refused(doc, "the report.oom has no \"message\"");
 }
