@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/repeat/summary.h"
+#include "harness/usage_error.h"
 
 namespace oomguard::app {
 

@@ -165,6 +165,17 @@ TEST_F(RepeatPoolTest, InterruptedItStartsNoMoreAndStopsTheRunning) {
   EXPECT_EQ(s.iterations.size(), 2u);
 }
 
+TEST(GpusForJobs, OneGpuPerJobOrARefusal) {
+  EXPECT_TRUE(gpus_for_jobs(1, "cuda", 4, nullptr).empty());  // one job: the device as it is
+  EXPECT_TRUE(gpus_for_jobs(3, "cpu", 4, nullptr).empty());
+  EXPECT_TRUE(gpus_for_jobs(3, "auto", 0, nullptr).empty());  // auto without a GPU: the CPU
+  EXPECT_EQ(gpus_for_jobs(2, "auto", 2, "4,6"), (std::vector<std::string>{"4", "6"}));
+  EXPECT_EQ(gpus_for_jobs(2, "cuda", 3, nullptr), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_THROW(gpus_for_jobs(2, "cuda", 1, nullptr), UsageError);
+  EXPECT_THROW(gpus_for_jobs(2, "cuda", 0, nullptr), UsageError);
+  EXPECT_THROW(gpus_for_jobs(2, "cuda:1", 4, nullptr), UsageError);
+}
+
 TEST(VisibleGpus, FollowTheParentsOwnList) {
   EXPECT_EQ(visible_gpus(2, nullptr), (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(visible_gpus(2, "4,6"), (std::vector<std::string>{"4", "6"}));
