@@ -74,7 +74,7 @@ class ProcessLauncher final : public RunLauncher {
 };
 
 struct Running {
-  uint64_t seed = 0;
+  RepeatRun run;
   std::string gpu;  // "" on CPU
   std::chrono::steady_clock::time_point start;
 };
@@ -188,7 +188,8 @@ repeat::Summary run_repeat(
         run.env.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
       }
       fs::remove(run.report_path);
-      running[launcher.start(run)] = {run.seed, gpu, std::chrono::steady_clock::now()};
+      const int64_t id = launcher.start(run);
+      running[id] = {std::move(run), gpu, std::chrono::steady_clock::now()};
     }
     if (interrupted() && !told) {
       for (const auto& entry : running)
@@ -209,11 +210,10 @@ repeat::Summary run_repeat(
       free_gpus.push_back(child.gpu);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - child.start).count();
-    const RepeatRun run = make_run(plan, child.seed, pool.dir);
     repeat::Iteration it = repeat::iteration_from_report(
-        child.seed, ended->second, seconds, read_json_file(run.report_path));
+        child.run.seed, ended->second, seconds, read_json_file(child.run.report_path));
     if (it.outcome == memory::PhaseStatus::kError)
-      it.detail += "; its output: " + run.log_path;
+      it.detail += "; its output: " + child.run.log_path;
     summary.iterations.push_back(std::move(it));
     if (pool.on_iteration)
       pool.on_iteration(summary.iterations.back(), summary.iterations.size(), seeds.size());

@@ -43,34 +43,37 @@ nlohmann::json read_config_file(const std::string& path) {
 
 constexpr const char* kNarrowedTo = "OOMGUARD_CUDA_DEVICE_NARROWED_TO";
 
-// The device the run takes: auto takes CUDA when this build has the CUDA meter and a device is
-// visible. Without --device, OOMGUARD_DEVICE says which (as it does for the GoogleTest layer).
-// cuda:N is the N-th visible device; execute_run makes it the process's only one.
-std::string resolve_device(const std::string& option, int& index) {
-  const std::string where = option.empty() ? "OOMGUARD_DEVICE" : "--device";
-  const DeviceAsked asked = parse_device(asked_device(option), where);
-  std::string device;
-  try {
-    device = memory::resolve_device(asked.kind);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError((option.empty() ? "OOMGUARD_DEVICE: " : "--") + std::string(e.what()));
-  }
-  index = asked.index;
+// Whether this process was started again seeing cuda:`index` alone (narrow_to_device).
+bool narrowed_to(int index) {
   const char* narrowed = std::getenv(kNarrowedTo);
-  const bool done = narrowed != nullptr && std::to_string(index) == narrowed;
-  if (index > 0 && !done && index >= memory::cuda_device_count())
-    throw UsageError(
-        where + ": device cuda:" + std::to_string(index) + ": " +
-        std::to_string(memory::cuda_device_count()) + " CUDA device(s) visible, cuda:0 .. cuda:" +
-        std::to_string(memory::cuda_device_count() - 1));
+  return narrowed != nullptr && std::to_string(index) == narrowed;
+}
+
+// The device the run takes: auto takes CUDA when this build has the CUDA meter and a device is
+// visible; cuda:N is the N-th visible device, which execute_run makes the process's only one.
+// `where` names where it was asked for (--device, or OOMGUARD_DEVICE as for the GoogleTest
+// layer).
+memory::DeviceKind resolve_device(const DeviceAsked& asked, const std::string& where) {
+  memory::DeviceKind device = memory::DeviceKind::kCpu;
+  try {
+    device = memory::device_kind_from_string(memory::resolve_device(asked.kind));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError((where == "--device" ? "--" : where + ": ") + std::string(e.what()));
+  }
+  if (asked.index > 0 && !narrowed_to(asked.index)) {
+    const int count = memory::cuda_device_count();
+    if (asked.index >= count)
+      throw UsageError(
+          where + ": device cuda:" + std::to_string(asked.index) + ": " + std::to_string(count) +
+          " CUDA device(s) visible, cuda:0 .. cuda:" + std::to_string(count - 1));
+  }
   return device;
 }
 
 // cuda:N with N > 0: the process starts again seeing that device alone (CUDA_VISIBLE_DEVICES,
 // from its own list where it has one), so that it is device 0 to LibTorch and the meter.
 void narrow_to_device(const RunRequest& args, int index) {
-  const char* narrowed = std::getenv(kNarrowedTo);
-  if (index <= 0 || (narrowed != nullptr && std::to_string(index) == narrowed))
+  if (index <= 0 || narrowed_to(index))
     return;
   if (args.argv == nullptr)
     throw std::logic_error("cuda:N needs the process's arguments to start again");
@@ -274,13 +277,13 @@ ResolvedRun resolve_given(const RunRequest& args) {
   // Settings a CUDA run cannot measure faithfully are refused before the device is looked
   // for, so that the refusal reads the same on every machine.
   const bool emulated = !args.card.empty() || !args.capacity.empty();
-  const bool cuda_asked =
-      parse_device(asked_device(args.device), args.device.empty() ? "OOMGUARD_DEVICE" : "--device")
-          .kind == "cuda";
+  const std::string where = args.device.empty() ? "OOMGUARD_DEVICE" : "--device";
+  const DeviceAsked asked = parse_device(asked_device(args.device), where);
+  const bool cuda_asked = asked.kind == "cuda";
   if (cuda_asked)
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
-  resolved.device =
-      memory::device_kind_from_string(resolve_device(args.device, resolved.device_index));
+  resolved.device = resolve_device(asked, where);
+  resolved.device_index = asked.index;
   const bool cuda = resolved.device == memory::DeviceKind::kCuda;
   if (!cuda_asked && cuda)  // auto found a device
     refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
@@ -441,11 +444,6 @@ void log_start(
                                                options.device.alloc_conf_source + ")"));
 }
 
-double headroom_percent(const run::PhaseReport& p) {
-  return 100.0 * static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
-         static_cast<double>(p.budget_bytes);
-}
-
 // The [mem] line of each phase as it ends, what was live at a failed phase's peak, and a
 // near-OOM's warning; on CUDA it also keeps the phase end at which the allocator held the
 // most segments.
@@ -461,7 +459,7 @@ std::function<void(const run::PhaseReport&)> phase_logger(
         segments_seen = now;
     }
     char pct[32];
-    std::snprintf(pct, sizeof(pct), "%.1f%%", headroom_percent(p));
+    std::snprintf(pct, sizeof(pct), "%.1f%%", run::headroom_percent(p));
     std::string line = "[mem] phase=" + p.memory.name +
                        " peak=" + memory::format_size(p.memory.peak_allocated_bytes) +
                        " budget=" + memory::format_size(p.budget_bytes) + " headroom=" + pct;

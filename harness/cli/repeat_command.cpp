@@ -181,12 +181,7 @@ int merge_command(const MergeArgs& args) {
   }
   app::check_writable(args.report_file, "--report");
   app::check_writable(args.junit_file, "--junit");
-  Summary merged;
-  try {
-    merged = repeat::merge(shards);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  const Summary merged = app::given([&] { return repeat::merge(shards); });
   const auto planned = static_cast<size_t>(merged.plan.runs);
   if (merged.iterations.size() != planned)
     std::printf("merge: %zu of %zu planned seeds present\n", merged.iterations.size(), planned);

@@ -10,11 +10,6 @@
 namespace oomguard::cli {
 namespace {
 
-double headroom_percent(const run::PhaseReport& p) {
-  return 100.0 * static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
-         static_cast<double>(p.budget_bytes);
-}
-
 void print_table(const run::RunReport& report) {
   using memory::format_size;
   // Measured on CUDA, predicted by the allocator model: not there on a plain CPU run.
@@ -30,7 +25,7 @@ void print_table(const run::RunReport& report) {
         memory::to_string(p.status),
         format_size(p.memory.peak_allocated_bytes).c_str(),
         format_size(p.budget_bytes).c_str(),
-        headroom_percent(p));
+        run::headroom_percent(p));
     if (reserved)
       std::printf(
           " %12s %8lld",

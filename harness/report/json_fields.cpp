@@ -1,7 +1,5 @@
 #include "harness/report/json_fields.h"
 
-#include <cstdlib>
-
 namespace oomguard::report {
 namespace {
 
@@ -51,8 +49,9 @@ int64_t Fields::bytes(
     return -1;
   const nlohmann::json& v = at(j, key, where);
   const bool fits = v.is_number_integer() &&
-                    (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{kLargestBytes}
-                                            : std::llabs(v.get<int64_t>()) <= kLargestBytes);
+                    (v.is_number_unsigned()
+                         ? v.get<uint64_t>() <= uint64_t{kLargestBytes}
+                         : v.get<int64_t>() >= -kLargestBytes && v.get<int64_t>() <= kLargestBytes);
   if (!fits)
     bad(where + "." + key + " is not a byte count: " + v.dump());
   return v.get<int64_t>();

@@ -218,8 +218,9 @@ report::RunRecord to_record(const RunReport& report) {
   return r;
 }
 
-nlohmann::json to_json(const RunReport& report) {
-  return report::to_json(to_record(report));
+double headroom_percent(const PhaseReport& p) {
+  return 100.0 * static_cast<double>(p.budget_bytes - p.memory.peak_allocated_bytes) /
+         static_cast<double>(p.budget_bytes);
 }
 
 void write_report(const RunReport& report, const std::string& path) {

@@ -27,6 +27,9 @@ struct PhaseReport {
   std::optional<std::vector<memory::TagBytes>> live_at_peak;
 };
 
+// How far the phase's peak stayed below its budget, in percent of the budget (negative: over).
+double headroom_percent(const PhaseReport& phase);
+
 struct OomReport {
   std::string phase;
   int64_t requested_bytes = -1;  // -1: not known from the message
@@ -71,7 +74,6 @@ RunReport smoke_run(const RunConfig& config, memory::Meter& meter, const RunOpti
 // The run as its report (oomguard.report/1): report::to_json writes it, and what the run
 // command added to the phases' results (live_at_peak) becomes typed.
 report::RunRecord to_record(const RunReport& report);
-nlohmann::json to_json(const RunReport& report);
 // Writes atomically: a temporary file beside `path`, then a rename.
 void write_report(const RunReport& report, const std::string& path);
 

@@ -3,6 +3,7 @@
 // against harness/schemas/report.schema.json in tests/cli/schema_check.sh.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "harness/report/replay_report.h"
@@ -88,6 +89,9 @@ TEST(RunReport, TheReaderNamesTheFieldThatIsWrong) {
   doc = good;
   doc["phases"][0]["peak_allocated_bytes"] = 1e30;
   expect_refused(doc, "phase train.peak_allocated_bytes is not a byte count");
+  doc = good;
+  doc["phases"][0]["budget_bytes"] = std::numeric_limits<int64_t>::min();
+  expect_refused(doc, "phase train.budget_bytes is not a byte count");
   doc = good;
   doc["phases"][1]["status"] = "fine";
   expect_refused(doc, "phase evaluate.status: \"fine\" is not a phase status");
