@@ -75,8 +75,6 @@ memory::DeviceKind resolve_device(const DeviceAsked& asked, const std::string& w
 void narrow_to_device(const RunRequest& args, int index) {
   if (index <= 0 || narrowed_to(index))
     return;
-  if (args.argv == nullptr)
-    throw std::logic_error("cuda:N needs the process's arguments to start again");
   const std::string gpu = visible_gpus(
       memory::cuda_device_count(), std::getenv("CUDA_VISIBLE_DEVICES"))[static_cast<size_t>(index)];
   log::info(
@@ -88,15 +86,7 @@ void narrow_to_device(const RunRequest& args, int index) {
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
 
-// The allocator settings the environment gives this LibTorch: the first of its variables
-// that is set (`variable`), and whether every one of them is (2.9+ reads two). Throws
-// UsageError when two disagree.
-struct EnvAllocConf {
-  const char* variable = nullptr;  // null: none set
-  std::string value;
-  bool all_set = true;
-};
-
+// Throws UsageError when two of the variables disagree.
 EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
   EnvAllocConf env;
   for (const char* name : sim::alloc_conf_variables(torch)) {
@@ -123,47 +113,50 @@ EnvAllocConf env_alloc_conf(sim::TorchVersion torch) {
 //   fraction: the run would collect garbage where the real card, without one, never does;
 // - backend:cudaMallocAsync leaves the native allocator's statistics untouched
 //   (CUDAMallocAsyncAllocator.cpp, getDeviceStats): no retries or OOM counts to check.
-void refuse_unmeasurable_alloc_conf(const std::string& config_conf, bool emulated_card) {
-  const EnvAllocConf env = env_alloc_conf(memory::built_torch_version());
-  const std::string conf = env.variable != nullptr ? env.value : config_conf;
-  std::vector<sim::AllocOption> options;
+void refuse_unmeasurable_alloc_conf(const sim::AllocatorSettings& settings, bool emulated_card) {
+  if (emulated_card && settings.garbage_collection_threshold > 0)
+    throw UsageError(
+        "allocator setting garbage_collection_threshold on an emulated card: the card is "
+        "emulated by a memory fraction, and the allocator collects garbage only under one, "
+        "so this run would free cache where the real card never does; drop the setting, or "
+        "run without --card/--capacity on the card itself");
+  if (settings.cuda_malloc_async)
+    throw UsageError(
+        "allocator setting backend:cudaMallocAsync: its statistics have no allocator "
+        "retries or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard "
+        "cannot check this run's near-OOMs; measure with the native allocator (drop "
+        "backend)");
+}
+
+// A CUDA run's allocator settings: the environment's (read once into `resolved`), else
+// memory.alloc_conf (checked when the config was read); refused where the environment's are
+// malformed or the run could not measure under them.
+void check_cuda_alloc_conf(ResolvedRun& resolved, bool emulated_card) {
+  const sim::TorchVersion torch = memory::built_torch_version();
+  resolved.env_alloc_conf = env_alloc_conf(torch);
+  const EnvAllocConf& env = resolved.env_alloc_conf;
+  const std::string& conf = env.variable != nullptr ? env.value : resolved.config.alloc_conf;
+  sim::AllocatorSettings settings;
   try {
-    options = sim::split_alloc_conf(conf);
-  } catch (const std::invalid_argument&) {
-    return;  // malformed: apply_alloc_conf names what is wrong
+    settings = sim::read_alloc_conf(conf, torch);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(
+        std::string(env.variable != nullptr ? env.variable : "config key") + ": " + e.what());
   }
-  for (const auto& option : options) {
-    if (emulated_card && option.key == "garbage_collection_threshold")
-      throw UsageError(
-          "allocator setting garbage_collection_threshold on an emulated card: the card is "
-          "emulated by a memory fraction, and the allocator collects garbage only under one, "
-          "so this run would free cache where the real card never does; drop the setting, or "
-          "run without --card/--capacity on the card itself");
-    if (option.key == "backend" && option.value == "cudaMallocAsync")
-      throw UsageError(
-          "allocator setting backend:cudaMallocAsync: its statistics have no allocator "
-          "retries or OOM counts (CUDAMallocAsyncAllocator leaves them at 0), so oomguard "
-          "cannot check this run's near-OOMs; measure with the native allocator (drop "
-          "backend)");
-  }
+  refuse_unmeasurable_alloc_conf(settings, emulated_card);
 }
 
 // The caching allocator reads its settings from the environment once, possibly as early as
 // when LibTorch loads. So memory.alloc_conf goes into the environment and the process starts
 // again with it (execv does not return); a value already there is respected.
-void apply_alloc_conf(const RunRequest& args, const run::RunConfig& config, run::DeviceReport& d) {
+void apply_alloc_conf(const RunRequest& args, const ResolvedRun& resolved, run::DeviceReport& d) {
+  const run::RunConfig& config = resolved.config;
   const sim::TorchVersion torch = memory::built_torch_version();
-  // Every variable this LibTorch reads the settings from (2.9+: two); they must agree.
-  const EnvAllocConf env = env_alloc_conf(torch);
+  const EnvAllocConf& env = resolved.env_alloc_conf;
   const char* ours = std::getenv(kAllocConfFromConfig);
   if (env.variable != nullptr) {
     d.alloc_conf = env.value;
     d.alloc_conf_source = ours != nullptr && d.alloc_conf == ours ? "config" : "environment";
-    try {
-      sim::validate_alloc_conf(d.alloc_conf, torch);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string(env.variable) + ": " + e.what());
-    }
     if (d.alloc_conf_source == "environment" && !config.alloc_conf.empty() &&
         config.alloc_conf != d.alloc_conf)
       log::warn(
@@ -171,19 +164,14 @@ void apply_alloc_conf(const RunRequest& args, const run::RunConfig& config, run:
           "memory.alloc_conf=" + config.alloc_conf + " is not");
     // One variable of two given (2.9+): the process starts again with both, or 2.9's CUDA
     // allocator would not see a PYTORCH_ALLOC_CONF alone.
-    if (!env.all_set) {
-      if (args.argv == nullptr)
-        throw std::logic_error("allocator settings need the process's arguments to start again");
+    if (!env.all_set)
       memory::start_again_with_alloc_conf(d.alloc_conf, args.argv);
-    }
     return;
   }
   if (config.alloc_conf.empty()) {
     d.alloc_conf_source = "default";
     return;
   }
-  if (args.argv == nullptr)
-    throw std::logic_error("memory.alloc_conf needs the process's arguments to start again");
   log::info(
       std::string("memory.alloc_conf: starting again with ") + sim::alloc_conf_variable(torch) +
       (sim::alloc_conf_variables(torch).size() > 1 ? " and PYTORCH_ALLOC_CONF" : "") + "=" +
@@ -211,9 +199,6 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunRequest& args) {
     throw UsageError(e.what());
   }
   if (!budget.workspace_config_to_set.empty()) {
-    if (args.argv == nullptr)
-      throw std::logic_error(
-          "CUBLAS_WORKSPACE_CONFIG needs the process's arguments to start again");
     log::info(
         "--card " + args.card + ": starting again with CUBLAS_WORKSPACE_CONFIG=" +
         budget.workspace_config_to_set + " (the card's cuBLAS workspace, not this device's)");
@@ -281,12 +266,12 @@ ResolvedRun resolve_given(const RunRequest& args) {
   const DeviceAsked asked = parse_device(asked_device(args.device), where);
   const bool cuda_asked = asked.kind == "cuda";
   if (cuda_asked)
-    refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
+    check_cuda_alloc_conf(resolved, emulated);
   resolved.device = resolve_device(asked, where);
   resolved.device_index = asked.index;
   const bool cuda = resolved.device == memory::DeviceKind::kCuda;
   if (!cuda_asked && cuda)  // auto found a device
-    refuse_unmeasurable_alloc_conf(resolved.config.alloc_conf, emulated);
+    check_cuda_alloc_conf(resolved, emulated);
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
@@ -359,9 +344,9 @@ run::RunOptions run_options(const RunRequest& args, const ResolvedRun& resolved)
   options.device.type = resolved.device;
   options.device.card = args.card;
   if (resolved.device == memory::DeviceKind::kCuda) {
-    narrow_to_device(args, resolved.device_index);   // may start the process again
-    apply_alloc_conf(args, config, options.device);  // may start the process again
-    options.budget_rules = cuda_budget_rules(args);  // may start the process again
+    narrow_to_device(args, resolved.device_index);     // may start the process again
+    apply_alloc_conf(args, resolved, options.device);  // may start the process again
+    options.budget_rules = cuda_budget_rules(args);    // may start the process again
   } else if (!config.alloc_conf.empty()) {
     options.device.alloc_conf = config.alloc_conf;
     options.device.alloc_conf_source = "config";
@@ -493,7 +478,9 @@ void complete_report(
     report.device.segments = segments_seen.segments;
     report.device.expandable_segments = segments_seen.expandable;
     report.device.alloc_conf_effect = sim::expandable_segments_effect(
-        report.device.alloc_conf, segments_seen.segments, segments_seen.expandable);
+        sim::read_alloc_conf(report.device.alloc_conf, memory::built_torch_version()),
+        segments_seen.segments,
+        segments_seen.expandable);
     if (report.device.alloc_conf_effect.rfind("not in effect", 0) == 0)
       log::warn("allocator setting " + report.device.alloc_conf_effect);
     else if (!report.device.alloc_conf_effect.empty())

@@ -35,12 +35,22 @@ struct RunRequest {
   char** argv = nullptr;
 };
 
+// The allocator settings the environment gives this LibTorch (PYTORCH_CUDA_ALLOC_CONF, from
+// 2.9 also PYTORCH_ALLOC_CONF): the first of its variables that is set, and whether every one
+// of them is.
+struct EnvAllocConf {
+  const char* variable = nullptr;  // null: none set
+  std::string value;
+  bool all_set = true;
+};
+
 // A request checked and completed: everything the run needs, nothing left to refuse.
 struct ResolvedRun {
   run::RunConfig config;
   int64_t capacity_bytes = 0;                            // emulated card; 0: none
   memory::DeviceKind device = memory::DeviceKind::kCpu;  // auto resolved
-  int device_index = -1;  // cuda:N's N (the run narrows the process to it); -1: none
+  int device_index = -1;        // cuda:N's N (the run narrows the process to it); -1: none
+  EnvAllocConf env_alloc_conf;  // CUDA: read once, checked here, applied by execute_run
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
   // predicts, with its rules (cuBLAS workspaces).
   std::optional<memory::ModelTarget> model;

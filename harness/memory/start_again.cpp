@@ -29,6 +29,8 @@ void start_again_with_alloc_conf(const std::string& conf, char** argv, const cha
 }
 
 void start_again(char** argv) {
+  if (argv == nullptr)
+    throw std::logic_error("starting again needs the process's own arguments, and none were given");
   std::fflush(nullptr);
   ::execv("/proc/self/exe", argv);
   throw std::runtime_error(std::string("execv: ") + std::strerror(errno));

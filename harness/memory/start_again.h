@@ -14,7 +14,8 @@ namespace oomguard::memory {
     const std::string& conf, char** argv, const char* marker = nullptr);
 
 // Replaces the process with itself run on `argv`, its environment as it is now (a variable
-// that must be read at start-up was just set). Does not return; throws std::runtime_error.
+// that must be read at start-up was just set). Does not return; throws std::runtime_error, and
+// std::logic_error for a null `argv` (an embedder that gave no arguments).
 [[noreturn]] void start_again(char** argv);
 
 }  // namespace oomguard::memory

@@ -59,6 +59,25 @@ TEST(AllocConf, RejectsNamingTheOptionAndWhatIsAllowed) {
   }
 }
 
+TEST(AllocConf, ReadsEachOptionIntoTheSettings) {
+  const AllocatorSettings s = read_alloc_conf(
+      "max_split_size_mb:128,garbage_collection_threshold:0.6,backend:cudaMallocAsync,"
+      "roundup_power2_divisions:[2:1,>:4],pinned_num_register_threads:8",
+      kTorch215);
+  EXPECT_EQ(s.max_split_size, 128 * kMiB);
+  EXPECT_DOUBLE_EQ(s.garbage_collection_threshold, 0.6);
+  EXPECT_TRUE(s.cuda_malloc_async);
+  EXPECT_EQ(s.roundup_divisions[0], 1);  // below the first key: its divisions
+  EXPECT_EQ(s.roundup_divisions[1], 4);  // from the last key's interval on: ">"
+  EXPECT_EQ(s.roundup_divisions[kRoundupIntervals - 1], 4);
+  EXPECT_FALSE(s.expandable_segments);
+  EXPECT_EQ(s.torch_version, kLatestModelled);  // past the latest modelled: as it
+  EXPECT_EQ(read_alloc_conf("", kTorch113).torch_version, 113);
+  // Per-size divisions arrived in 2.1: refused for 1.13 by the same reading.
+  EXPECT_THROW(
+      read_alloc_conf("roundup_power2_divisions:[256:1]", kTorch113), std::invalid_argument);
+}
+
 TEST(AllocConf, NamesTheVariableEachVersionReadsFirst) {
   EXPECT_STREQ(alloc_conf_variable(kTorch113), "PYTORCH_CUDA_ALLOC_CONF");
   EXPECT_STREQ(alloc_conf_variable(TorchVersion{2, 8}), "PYTORCH_CUDA_ALLOC_CONF");
@@ -71,22 +90,22 @@ TEST(AllocConf, NamesTheVariableEachVersionReadsFirst) {
   EXPECT_STREQ(both[1], "PYTORCH_ALLOC_CONF");
 }
 
+std::string effect(const char* conf, int64_t segments, int64_t expandable) {
+  return expandable_segments_effect(read_alloc_conf(conf, kTorch215), segments, expandable);
+}
+
 TEST(AllocConf, SaysWhetherExpandableSegmentsTookEffect) {
   // As an H200 run with torch 2.11 read it back: in effect.
-  EXPECT_EQ(
-      expandable_segments_effect("expandable_segments:True", 2, 2),
-      "in effect: 2 of 2 segments expandable");
+  EXPECT_EQ(effect("expandable_segments:True", 2, 2), "in effect: 2 of 2 segments expandable");
   // 2.9.1 with the setting in PYTORCH_ALLOC_CONF alone (pytorch/pytorch#183387): ignored.
   EXPECT_EQ(
-      expandable_segments_effect("max_split_size_mb:64,expandable_segments:True", 13, 0),
+      effect("max_split_size_mb:64,expandable_segments:True", 13, 0),
       "not in effect: expandable_segments:True was asked, but 0 of 13 segments expandable");
   EXPECT_EQ(
-      expandable_segments_effect("expandable_segments:True", 0, 0),
-      "unknown: the allocator held no segment when read");
-  EXPECT_EQ(expandable_segments_effect("", 13, 0), "");
-  EXPECT_EQ(expandable_segments_effect("expandable_segments:False", 3, 0), "");
-  EXPECT_NE(
-      expandable_segments_effect("", 2, 2).find("a setting from elsewhere"), std::string::npos);
+      effect("expandable_segments:True", 0, 0), "unknown: the allocator held no segment when read");
+  EXPECT_EQ(effect("", 13, 0), "");
+  EXPECT_EQ(effect("expandable_segments:False", 3, 0), "");
+  EXPECT_NE(effect("", 2, 2).find("a setting from elsewhere"), std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <oomguard/sim/allocator_settings.h>
+
 namespace oomguard::sim {
 
 struct TorchVersion {
@@ -16,14 +18,14 @@ struct TorchVersion {
   std::string text() const { return std::to_string(major) + "." + std::to_string(minor); }
 };
 
-struct AllocOption {
-  std::string_view key, value;
-};
-// The options of `conf` in order ("k1:v1,k2:[a:b,c:d]" splits at commas outside brackets).
-// Throws std::invalid_argument for an option that is not key:value.
-std::vector<AllocOption> split_alloc_conf(std::string_view conf);
+// The settings `conf` ("key:value,key:[a:b,c:d]"; "" gives the defaults) asks of the
+// allocator of LibTorch `torch`, each option checked as it is read: throws
+// std::invalid_argument naming the option and what is allowed, for an option that is not
+// key:value, one that version does not know, or a value it would refuse. Options without
+// effect on device memory (pinned_*, release_lock_on_cudamalloc) are checked and not kept.
+AllocatorSettings read_alloc_conf(std::string_view conf, TorchVersion torch);
 
-// Throws std::invalid_argument naming the bad option and what is allowed. Empty is valid.
+// read_alloc_conf's checks alone.
 void validate_alloc_conf(std::string_view conf, TorchVersion torch);
 
 // The environment variable the CUDA allocator of that LibTorch reads first:
@@ -37,11 +39,12 @@ const char* alloc_conf_variable(TorchVersion torch);
 // allocator reads it after PYTORCH_CUDA_ALLOC_CONF.
 std::vector<const char*> alloc_conf_variables(TorchVersion torch);
 
-// Whether the expandable_segments that `conf` asks for took effect, from the segments a CUDA
+// Whether the expandable_segments that `settings` ask for took effect, from the segments a CUDA
 // allocator held (`segments`, of which `expandable`, read back from it): a LibTorch that reads
 // another variable, or a device that cannot map memory, ignores the setting silently.
 // "in effect: 2 of 2 segments expandable"; "not in effect: ..." when asked and none is;
 // "unknown: ..." when no segment was held; "" when not asked and none is expandable.
-std::string expandable_segments_effect(std::string_view conf, int64_t segments, int64_t expandable);
+std::string expandable_segments_effect(
+    const AllocatorSettings& settings, int64_t segments, int64_t expandable);
 
 }  // namespace oomguard::sim

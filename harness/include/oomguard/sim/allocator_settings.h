@@ -28,12 +28,12 @@ struct AllocatorSettings {
   double garbage_collection_threshold = 0.0;  // 0: off; only acts under a memory limit
   bool expandable_segments = false;
   int64_t roundup_bypass_threshold = std::numeric_limits<int64_t>::max();  // 1.13 and 2.0
+  bool cuda_malloc_async = false;  // backend:cudaMallocAsync, another allocator altogether
 
-  // Parses PYTORCH_CUDA_ALLOC_CONF text ("" gives the defaults) as LibTorch `torch_version`
-  // reads it; versions past the latest modelled behave as it. Options with no effect on
-  // device memory (pinned_*, release_lock_on_cudamalloc, backend:native) are accepted and
-  // ignored. Throws std::invalid_argument naming a bad option or one that version does not
-  // know, for a version before 1.13, and for backend:cudaMallocAsync, which is not modelled.
+  // The settings the model replays: read_alloc_conf (<oomguard/sim/alloc_conf.h>) of
+  // PYTORCH_CUDA_ALLOC_CONF text as LibTorch `torch_version` reads it; versions past the
+  // latest modelled behave as it. Throws std::invalid_argument as read_alloc_conf does, and
+  // for a version before 1.13 and backend:cudaMallocAsync, which are not modelled.
   static AllocatorSettings parse(std::string_view conf, int torch_version = kLatestModelled);
 };
 
