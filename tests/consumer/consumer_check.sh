@@ -16,13 +16,17 @@
 # budget and what was live; with the training leak (CHARLM_TRAIN_BUG=1) the per-step check
 # fails naming the growth per step; accepting into a copy of the budgets rewrites exactly the peaks.
 # Prints the configure and build times, and how many of oomguard's files were compiled.
-# The project is built from scratch each time in OOMGUARD_BUILD/consumer-WAY, through ccache
-# with ci/setup.sh's settings, so a second run in the same tree compiles from the cache.
+# The project is built from scratch each time, through ccache with ci/setup.sh's settings, in
+# OOMGUARD_BUILD-charlm-WAY: beside OOMGUARD_BUILD, at its depth, so that oomguard's files
+# compile there as they did in OOMGUARD_BUILD and the source builds find oomguard's Torch-free
+# objects in the cache (the Torch ones differ by the path of their precompiled header, which
+# lies in the build tree); its logs go to OOMGUARD_BUILD/consumer-WAY.
 set -euo pipefail
 way=$1 source=$2 build=$3 torch_prefix=$4 cuda=${5:-AUTO}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$build/consumer-$way
-rm -rf "$tmp"
+charlm=$build-charlm-$way
+rm -rf "$tmp" "$charlm"
 mkdir -p "$tmp"
 fail() { echo "FAIL ($way): $*"; exit 1; }
 # As on a user's machine: the seed counters in their default place (./oomguard-seeds).
@@ -33,7 +37,8 @@ if command -v ccache > /dev/null; then
   export CCACHE_DIR=${CCACHE_DIR:-${OOMGUARD_CACHE:-$HOME/.cache/oomguard}/ccache}
   export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
   # Paths relative to the build folder: the add_subdirectory and FetchContent builds (folders
-  # of the same depth and layout) share their objects.
+  # of the same depth and layout) share their objects, and share the Torch-free ones with
+  # OOMGUARD_BUILD.
   export CCACHE_BASEDIR=$source
 fi
 
@@ -84,33 +89,33 @@ case "$way" in
 esac
 
 start=$(date +%s.%N)
-cmake -S "$here" -B "$tmp/charlm" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+cmake -S "$here" -B "$charlm" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   "${configure[@]}" > "$tmp/configure.txt" 2>&1 || { cat "$tmp/configure.txt"; fail "configure"; }
 configured=$(date +%s.%N)
-cmake --build "$tmp/charlm" > "$tmp/build.txt" 2>&1 || { cat "$tmp/build.txt"; fail "build"; }
+cmake --build "$charlm" > "$tmp/build.txt" 2>&1 || { cat "$tmp/build.txt"; fail "build"; }
 built=$(date +%s.%N)
 compiled=$(grep -c 'Building CXX object' "$tmp/build.txt" || true)
 ours=$(grep 'Building CXX object' "$tmp/build.txt" | grep -vc 'charlm_memory_test.dir' || true)
 awk -v s="$start" -v c="$configured" -v b="$built" -v n="$compiled" -v o="$ours" -v w="$way" \
   'BEGIN { printf "%s: configure %.1f s, build %.1f s: %d files compiled, %d of them oomguard'"'"'s\n", w, c - s, b - c, n, o }'
 if [ "$way" != find_package ]; then
-  [ ! -d "$tmp/charlm/bin" ] && [ ! -d "$tmp/charlm/seed-counters" ] ||
+  [ ! -d "$charlm/bin" ] && [ ! -d "$charlm/seed-counters" ] ||
     fail "oomguard wrote its own output folders into the parent's build tree"
-  if (cd "$tmp/charlm" && ctest -N | grep -q 'cli\.\|oomguard_'); then
+  if (cd "$charlm" && ctest -N | grep -q 'cli\.\|oomguard_'); then
     fail "oomguard's own tests joined the parent's ctest"
   fi
 fi
 
-(cd "$tmp/charlm" && ctest --output-on-failure) > "$tmp/ctest.txt" 2>&1 ||
+(cd "$charlm" && ctest --output-on-failure) > "$tmp/ctest.txt" 2>&1 ||
   { cat "$tmp/ctest.txt"; fail "the guarded CharLM test failed"; }
 grep -q "100% tests passed" "$tmp/ctest.txt" || { cat "$tmp/ctest.txt"; fail "no test ran"; }
 echo "ok: guarded, CharLMTest.Memory passes within budgets.json"
 
 # Repeated, each run takes the next seed (the per-test counter in the build tree), and each
 # seed's report is kept beside the test's latest.
-(cd "$tmp/charlm" && OOMGUARD_REPORT_DIR="$tmp/repeat-reports" ctest --repeat until-fail:3) \
+(cd "$charlm" && OOMGUARD_REPORT_DIR="$tmp/repeat-reports" ctest --repeat until-fail:3) \
   > "$tmp/repeat.txt" 2>&1 || { cat "$tmp/repeat.txt"; fail "ctest --repeat until-fail:3"; }
-seeds=$(cat "$tmp/charlm/oomguard-seeds/CharLMTest.Memory")
+seeds=$(cat "$charlm/oomguard-seeds/CharLMTest.Memory")
 [ "$seeds" = 4 ] || fail "after 1 + 3 runs the seed counter says $seeds, not 4"
 for seed in 1 2 3; do
   [ -s "$tmp/repeat-reports/CharLMTest.Memory.seed-$seed.json" ] ||
@@ -122,7 +127,7 @@ echo "ok: ctest --repeat until-fail:3 ran seeds 1, 2, 3, each with its report"
 
 rc=0
 mkdir "$tmp/reports"
-(cd "$tmp/charlm" && CHARLM_EVAL_BUG=1 OOMGUARD_BUDGETS="$here/budgets.json" \
+(cd "$charlm" && CHARLM_EVAL_BUG=1 OOMGUARD_BUDGETS="$here/budgets.json" \
   OOMGUARD_REPORT_DIR="$tmp/reports" ./charlm_memory_test) > "$tmp/bug.txt" 2>&1 || rc=$?
 [ "$rc" = 1 ] || { cat "$tmp/bug.txt"; fail "with the evaluation bug: exit $rc, expected 1"; }
 grep -Eq 'phase evaluate of CharLMTest\.Memory peaked at [0-9.]+[KMG]iB, over its budget [0-9.]+[KMG]iB \(started at [0-9.]+[KMG]iB\)' \
@@ -135,7 +140,7 @@ sed -n '/phase evaluate of CharLMTest/,/^$/p' "$tmp/bug.txt" | head -n 12
 
 # Every training step's logits kept: the per-step check fails naming the phase and the growth.
 rc=0
-(cd "$tmp/charlm" && CHARLM_TRAIN_BUG=1 OOMGUARD_BUDGETS="$here/budgets.json" \
+(cd "$charlm" && CHARLM_TRAIN_BUG=1 OOMGUARD_BUDGETS="$here/budgets.json" \
   ./charlm_memory_test) > "$tmp/leak.txt" 2>&1 || rc=$?
 [ "$rc" = 1 ] || { cat "$tmp/leak.txt"; fail "with the training leak: exit $rc, expected 1"; }
 grep -q "phase train of CharLMTest.Memory keeps 384KiB more after each step (the median), over the tolerance 16KiB" \
@@ -145,7 +150,7 @@ grep "keeps 384KiB more after each step" "$tmp/leak.txt" | head -n 1
 
 # The project's own trace (OOMGUARD_TRACE), replayed for a T4 and drawn by the installed CLI.
 if [ "$way" = find_package ]; then
-  (cd "$tmp/charlm" && OOMGUARD_TRACE="$tmp/charlm.jsonl" OOMGUARD_BUDGETS="$here/budgets.json" \
+  (cd "$charlm" && OOMGUARD_TRACE="$tmp/charlm.jsonl" OOMGUARD_BUDGETS="$here/budgets.json" \
     ./charlm_memory_test) > "$tmp/trace-test.txt" 2>&1 || { cat "$tmp/trace-test.txt"; fail "OOMGUARD_TRACE"; }
   "$tmp/prefix/bin/oomguard" replay "$tmp/charlm.jsonl" --card t4 > "$tmp/charlm-replay.txt" 2>&1 ||
     { cat "$tmp/charlm-replay.txt"; fail "the installed oomguard cannot replay the project's trace"; }
@@ -158,7 +163,7 @@ if [ "$way" = find_package ]; then
 fi
 
 cp "$here/budgets.json" "$tmp/budgets.json"
-(cd "$tmp/charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
+(cd "$charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
   ./charlm_memory_test) > "$tmp/accept.txt" 2>&1 || { cat "$tmp/accept.txt"; fail "accept"; }
 diff "$here/budgets.json" "$tmp/budgets.json" ||
   fail "accepting the guarded peaks changed budgets.json (the figures moved: review and accept)"
@@ -167,7 +172,7 @@ grep -q "OOMGUARD_ACCEPT=1: 2 budget(s) recorded in $tmp/budgets.json" "$tmp/acc
 echo "ok: accepting the guarded peaks reproduces budgets.json"
 # Accepting with a filter that matches no test records nothing, and says so with exit 1.
 rc=0
-(cd "$tmp/charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
+(cd "$charlm" && OOMGUARD_ACCEPT=1 OOMGUARD_BUDGETS="$tmp/budgets.json" \
   ./charlm_memory_test --gtest_filter=NoSuch.Test) > "$tmp/accept-none.txt" 2>&1 || rc=$?
 if [ "$rc" != 1 ] || ! grep -q "OOMGUARD_ACCEPT=1, but no test ran" "$tmp/accept-none.txt"; then
   cat "$tmp/accept-none.txt"
