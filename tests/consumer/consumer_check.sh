@@ -74,7 +74,7 @@ case "$way" in
       fail "without its LibTorch the installed oomguard exits $rc without naming it"
     fi
     echo "ok: without its LibTorch the installed oomguard says which it needs"
-    if find "$tmp/prefix/include" -name '*.h' | xargs grep -l '"harness/\|"data/\|"models/' ; then
+    if grep -rl --include='*.h' '"harness/\|"data/\|"models/' "$tmp/prefix/include"; then
       fail "an installed header includes a private one"
     fi
     configure=(-DCMAKE_PREFIX_PATH="$tmp/prefix")
