@@ -290,7 +290,7 @@ Picture make_picture(const PlotRequest& args) {
   const std::string schema = report::schema_of(doc);
   if (schema == "oomguard.compare/1")
     return compare_picture(doc, args);
-  if (schema == "oomguard.repeat/1") {
+  if (schema == repeat::kSummarySchema) {
     const plot::RepeatPlot p = repeat_plot(doc, args.input);
     return {
         plot::render_repeat_svg(p),

@@ -79,9 +79,8 @@ void narrow_to_device(const RunRequest& args, int index) {
       memory::cuda_device_count(), std::getenv("CUDA_VISIBLE_DEVICES"))[static_cast<size_t>(index)];
   log::info(
       "device cuda:" + std::to_string(index) + ": starting again with CUDA_VISIBLE_DEVICES=" + gpu);
-  ::setenv("CUDA_VISIBLE_DEVICES", gpu.c_str(), 1);
-  ::setenv(kNarrowedTo, std::to_string(index).c_str(), 1);
-  memory::start_again(args.argv);
+  memory::start_again(
+      args.argv, {{"CUDA_VISIBLE_DEVICES", gpu}, {kNarrowedTo, std::to_string(index)}});
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
@@ -136,14 +135,13 @@ void check_cuda_alloc_conf(ResolvedRun& resolved, bool emulated_card) {
   resolved.env_alloc_conf = env_alloc_conf(torch);
   const EnvAllocConf& env = resolved.env_alloc_conf;
   const std::string& conf = env.variable != nullptr ? env.value : resolved.config.alloc_conf;
-  sim::AllocatorSettings settings;
   try {
-    settings = sim::read_alloc_conf(conf, torch);
+    resolved.cuda_alloc_settings = sim::read_alloc_conf(conf, torch);
   } catch (const std::invalid_argument& e) {
     throw UsageError(
         std::string(env.variable != nullptr ? env.variable : "config key") + ": " + e.what());
   }
-  refuse_unmeasurable_alloc_conf(settings, emulated_card);
+  refuse_unmeasurable_alloc_conf(resolved.cuda_alloc_settings, emulated_card);
 }
 
 // The caching allocator reads its settings from the environment once, possibly as early as
@@ -202,9 +200,10 @@ std::vector<run::BudgetRule> cuda_budget_rules(const RunRequest& args) {
     log::info(
         "--card " + args.card + ": starting again with CUBLAS_WORKSPACE_CONFIG=" +
         budget.workspace_config_to_set + " (the card's cuBLAS workspace, not this device's)");
-    ::setenv("CUBLAS_WORKSPACE_CONFIG", budget.workspace_config_to_set.c_str(), 1);
-    ::setenv(kWorkspaceFromCard, budget.workspace_config_to_set.c_str(), 1);
-    memory::start_again(args.argv);
+    memory::start_again(
+        args.argv,
+        {{"CUBLAS_WORKSPACE_CONFIG", budget.workspace_config_to_set},
+         {kWorkspaceFromCard, budget.workspace_config_to_set}});
   }
   for (const auto& rule : budget.rules)
     log::info(
@@ -467,10 +466,12 @@ std::function<void(const run::PhaseReport&)> phase_logger(
   };
 }
 
-// What the run's end says of the device (CUDA: whether expandable segments took effect), what
-// was live at each peak (CPU), and how the run ended, in the log.
+// What the run's end says of the device (CUDA: whether the expandable segments that
+// `alloc_settings` ask for took effect), what was live at each peak (CPU), and how the run
+// ended, in the log.
 void complete_report(
     run::RunReport& report,
+    const sim::AllocatorSettings& alloc_settings,
     const memory::CudaMeter* cuda,
     const memory::CudaSegments& segments_seen,
     memory::LiveByTag* live) {
@@ -478,9 +479,7 @@ void complete_report(
     report.device.segments = segments_seen.segments;
     report.device.expandable_segments = segments_seen.expandable;
     report.device.alloc_conf_effect = sim::expandable_segments_effect(
-        sim::read_alloc_conf(report.device.alloc_conf, memory::built_torch_version()),
-        segments_seen.segments,
-        segments_seen.expandable);
+        alloc_settings, segments_seen.segments, segments_seen.expandable);
     if (report.device.alloc_conf_effect.rfind("not in effect", 0) == 0)
       log::warn("allocator setting " + report.device.alloc_conf_effect);
     else if (!report.device.alloc_conf_effect.empty())
@@ -565,7 +564,7 @@ run::RunReport execute_run(
     stack->tracker().remove_observer(recorder);
   if (live)
     stack->tracker().remove_observer(live);
-  complete_report(report, cuda, segments_seen, live);
+  complete_report(report, resolved.cuda_alloc_settings, cuda, segments_seen, live);
 
   write_output(
       "report", args.report_file, report, [&] { run::write_report(report, args.report_file); });

@@ -51,6 +51,7 @@ struct ResolvedRun {
   memory::DeviceKind device = memory::DeviceKind::kCpu;  // auto resolved
   int device_index = -1;        // cuda:N's N (the run narrows the process to it); -1: none
   EnvAllocConf env_alloc_conf;  // CUDA: read once, checked here, applied by execute_run
+  sim::AllocatorSettings cuda_alloc_settings;  // CUDA: what those (or memory.alloc_conf) ask
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
   // predicts, with its rules (cuBLAS workspaces).
   std::optional<memory::ModelTarget> model;

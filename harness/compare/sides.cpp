@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kReport = report::kRunReportSchema;
-constexpr const char* kRepeat = "oomguard.repeat/1";
+constexpr const char* kRepeat = repeat::kSummarySchema;
 constexpr const char* kReplay = report::kReplayReportSchema;
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {

@@ -178,7 +178,7 @@ nlohmann::json to_json(const Summary& summary) {
          {"detail", it.detail}});
   }
   return {
-      {"schema", "oomguard.repeat/1"},
+      {"schema", kSummarySchema},
       {"plan",
        {{"seed_start", plan.seed_start},
         {"runs", plan.runs},
@@ -191,7 +191,7 @@ nlohmann::json to_json(const Summary& summary) {
 }
 
 Summary summary_from_json(const nlohmann::json& doc) {
-  if (field<std::string>(doc, "schema", "summary") != "oomguard.repeat/1")
+  if (field<std::string>(doc, "schema", "summary") != kSummarySchema)
     throw std::invalid_argument("summary: schema is not oomguard.repeat/1");
   Summary s;
   const auto& plan = doc.at("plan");

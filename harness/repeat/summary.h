@@ -83,7 +83,9 @@ Statistics statistics(const Summary& summary);
 // The statistics object of the summary JSON.
 nlohmann::json to_json(const Statistics& stats);
 
-// Summary JSON ("schema": "oomguard.repeat/1"): plan, iterations and statistics.
+constexpr const char* kSummarySchema = "oomguard.repeat/1";
+
+// Summary JSON ("schema": kSummarySchema): plan, iterations and statistics.
 nlohmann::json to_json(const Summary& summary);
 // Reads what to_json wrote; throws std::invalid_argument naming what is wrong.
 Summary summary_from_json(const nlohmann::json& doc);

@@ -61,7 +61,7 @@ int64_t recorded_device(const SnapshotReader& r, const PickleValue& traces) {
 }
 
 // The allocator settings it was recorded with, where it says.
-void read_alloc_conf(
+void read_recorded_alloc_conf(
     const Pickle& pickle, const SnapshotReader& r, const PickleValue& root, SnapshotInfo& info) {
   if (const PickleValue* settings = pickle.get(root, "allocator_settings")) {
     const std::string_view conf = r.text(*settings, "PYTORCH_CUDA_ALLOC_CONF");
@@ -327,7 +327,7 @@ Trace read_snapshot(std::string_view bytes, const std::string& source, SnapshotI
   info.device = recorded_device(r, traces);
   const PickleValue& entries = r.item(traces, static_cast<size_t>(info.device));
   info.entries = static_cast<int64_t>(entries.children.size());
-  read_alloc_conf(pickle, r, root, info);
+  read_recorded_alloc_conf(pickle, r, root, info);
 
   Recording recording;
   EntryReader entry_reader(r, recording);

@@ -53,8 +53,8 @@ struct DeviceLimits {
   int64_t allowed_bytes = 0;      // memory fraction: most the process may reserve; 0 for none
   // A card of `capacity` that the process may fill: total, driver and fraction alike.
   static DeviceLimits capacity(int64_t capacity) { return {capacity, capacity, capacity}; }
-  // A real card (memory::CardProfile): its total, of which the driver hands out `capacity`
-  // (the total less the CUDA context); no memory fraction.
+  // A card of `total` bytes whose driver hands out `capacity`, with no memory fraction: a real
+  // card (memory::CardProfile: its total less the CUDA context) or a bare capacity (both equal).
   static DeviceLimits card(int64_t total, int64_t capacity) { return {total, capacity, 0}; }
 };
 
