@@ -12,6 +12,10 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/ones.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <oomguard/memory/alloc_site.h>
@@ -228,11 +232,47 @@ PhaseResult phase_result(const memory::PhaseMemory& figures) {
 
 namespace {
 
+// Note [a test measures the same whatever ran before it]
+// ctest gives each test a process of its own; a binary run whole, or with a filter, runs its
+// tests one after another in one. On CUDA two things would carry over from the tests before:
+// each cuBLAS handle takes a workspace at its first matrix product and keeps it for the life
+// of the process (an evaluation-only test run first holds the forward thread's, after a
+// training test it holds autograd's backward thread's too), and the caching allocator keeps
+// the segments earlier tests freed (reserved). So before the first phase of each test the
+// device's cache is emptied, and before the first phase of the process one matrix product,
+// forward and backward, takes both handles' workspaces: every phase holds the two workspaces
+// the budgets' cublas_workspace rule counts (sim::kTrainingCublasHandles), as every phase of a
+// real run after its first training step does. On CPU with a card the model sees the same
+// product and does the same; on CPU alone nothing carries over and nothing is done.
+void take_cublas_workspaces() {
+  const at::AutoGradMode grad(true);  // a test may measure under NoGradGuard
+  const c10::InferenceMode not_inference(false);
+  const at::TensorOptions on = at::TensorOptions().device(device()).dtype(at::kFloat);
+  const at::Tensor a = at::ones({8, 8}, on).requires_grad_(true);
+  try {
+    at::mm(a, at::ones({8, 8}, on)).sum().backward();  // MmBackward0's mm: the backward thread
+  } catch (const c10::OutOfMemoryError&) {
+    // A card too small for the workspaces: the test's first product asks for them again, and
+    // its phase reports the out-of-memory error.
+  }
+}
+
+void ready_device_for(const std::string& test, memory::MeterStack& stack) {
+  static std::string ready_for;  // the test whose first phase found the device ready
+  if (test == ready_for || (stack.device() != "cuda" && stack.modelled() == nullptr))
+    return;
+  if (ready_for.empty())
+    take_cublas_workspaces();
+  ready_for = test;
+  stack.meter().release_cache();
+}
+
 // measure() and measure_steps(): `step_ends` (when given) is filled inside the phase and
 // becomes the result's step_end_bytes before it is recorded.
 PhaseResult measure_phase(
     const std::string& name, const std::function<void()>& body, std::vector<int64_t>* step_ends) {
   memory::MeterStack& stack = meters();
+  ready_device_for(detail::current_test_name(), stack);  // Note [a test measures the same ...]
   // The site's phase is unique to this test and phase, so the tags at its peak are its own.
   const char* site_phase = interned_site_phase(detail::current_test_name() + "/" + name);
   memory::PhaseMemory figures;

@@ -10,16 +10,20 @@
 #include <string>
 
 #include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/randn.h>
 #include <c10/util/Exception.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/version.h>
 
 #include <oomguard/gtest.h>
 #include <oomguard/memory/cuda_meter.h>
 #include "harness/run/smoke_run.h"
 #include <oomguard/models/checkpoint.h>
+#include <oomguard/sim/gpu_rules.h>
 #include "tests/support/fixtures.h"
 
 namespace oomguard {
@@ -149,6 +153,29 @@ TEST_F(CudaTest, MeasureReadsTheCachingAllocatorCuda) {
   EXPECT_GE(phase.peak_reserved_bytes, phase.peak_allocated_bytes);
   EXPECT_TRUE(phase.oom.empty()) << phase.oom;
   EXPECT_PHASE_PEAK_BELOW(phase, "1GiB");
+}
+
+// Before its first phase the layer takes both cuBLAS handles' workspaces (Note [a test
+// measures the same whatever ran before it], harness/gtest/measure.cpp): an evaluation-only
+// test, which takes the forward's alone, holds both from its phase's start, as it does after
+// a training test in the same process. ctest runs this test in a process of its own.
+TEST_F(CudaTest, MeasureHoldsBothWorkspacesFromTheFirstPhaseCuda) {
+  if (testing::meters().device() != "cuda")
+    GTEST_SKIP() << "the layer's meter is " << testing::meters().device()
+                 << " (OOMGUARD_DEVICE=cuda puts it on the GPU)";
+  const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+  const sim::CublasWorkspace workspaces = sim::cublas_workspace(
+      memory::cuda_compute_capability(0),
+      {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR},
+      config != nullptr ? config : "",
+      sim::kTrainingCublasHandles);
+  const at::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({64, 64}, on_cuda());
+  const testing::PhaseResult phase =
+      testing::measure("evaluate", [&] { const at::Tensor y = at::mm(x, x); });
+  EXPECT_GE(phase.start_allocated_bytes - static_cast<int64_t>(x.nbytes()), workspaces.bytes())
+      << "expected " << workspaces.describe() << " live before the phase";
+  EXPECT_LT(phase.growth_bytes(), workspaces.bytes_per_handle) << "a workspace taken inside";
 }
 
 }  // namespace

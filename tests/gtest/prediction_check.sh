@@ -6,6 +6,8 @@
 #   phase's figures are printed;
 # - a capacity between the predicted allocated and reserved peaks fails the test as the card
 #   would, naming the phase;
+# - an evaluation-only test predicts the same run alone and after the training test (both
+#   cuBLAS workspaces taken before the first phase, the cache emptied before each test);
 # - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them);
 # - `oomguard plot` draws a test's report with the predicted reserved line, at its height on
 #   the picture's own axis once rasterised (rsvg-convert; skipped without it).
@@ -22,7 +24,7 @@ mkdir "$tmp/t4"
 OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
   OOMGUARD_REPORT_DIR="$tmp/t4" "$binary" > "$tmp/t4.txt" 2>&1 ||
   { cat "$tmp/t4.txt"; fail "the prediction tests failed on t4"; }
-grep -q "PASSED.*5 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 5 tests ran"; }
+grep -q "PASSED.*6 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 6 tests ran"; }
 grep -F "[ oomguard ] $train train: peak " "$tmp/t4.txt" ||
   { cat "$tmp/t4.txt"; fail "no figures printed for the train phase"; }
 "$here/../cli/check_outputs.sh" "$tmp"/t4/*.json
@@ -42,6 +44,20 @@ print(t4["peak_allocated_bytes"], t4["peak_reserved_bytes"])
 PY
 )
 echo "ok: t4 predicted allocated $allocated, reserved $reserved"
+# The evaluation alone in its process: the same figures as after the training test above.
+evaluation=Prediction.AnEvaluationMeasuresTheSameAloneOrAfterTraining
+mkdir "$tmp/alone"
+OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
+  OOMGUARD_REPORT_DIR="$tmp/alone" "$binary" --gtest_filter="$evaluation" > "$tmp/alone.txt" 2>&1 ||
+  { cat "$tmp/alone.txt"; fail "the evaluation alone failed"; }
+python3 - "$tmp/t4/$evaluation.json" "$tmp/alone/$evaluation.json" <<'PY'
+import json, sys
+after, alone = (json.load(open(path))["phases"][0]["predictions"][0] for path in sys.argv[1:])
+for key in ("peak_allocated_bytes", "peak_reserved_bytes", "rules"):
+    assert after[key] == alone[key], (key, "after training", after[key], "alone", alone[key])
+print(f"ok: the evaluation predicts {alone['peak_allocated_bytes']} B allocated, "
+      f"{alone['peak_reserved_bytes']} B reserved, alone and after training")
+PY
 # The schema holds predictions to their shape: these changes must be rejected.
 for change in "p['fits'] = False" "del p['rules']" "p['rules'][0]['name'] = 'flash'"; do
   python3 - "$tmp/t4/$train.json" "$tmp/broken.json" "$change" <<'PY'

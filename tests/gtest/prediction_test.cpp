@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
@@ -88,6 +89,30 @@ TEST_F(Prediction, TrainStepIsPredictedForTheCardWithTheWorkspaceRule) {
   const ::testing::AssertionResult low = phase_reserved_below("phase", "\"1MiB\"", phase, "1MiB");
   ASSERT_FALSE(low);
   EXPECT_TRUE(contains(low.message(), p.label + ": peak reserved ")) << low.message();
+}
+
+// An evaluation takes the forward thread's cuBLAS workspace alone; the layer takes both before
+// the first phase of the process and empties the cache before each test (Note [a test
+// measures the same whatever ran before it], harness/gtest/measure.cpp), so
+// prediction_check.sh finds this test's figures the same run alone and after the training
+// test above.
+TEST_F(Prediction, AnEvaluationMeasuresTheSameAloneOrAfterTraining) {
+  torch::nn::Linear in(512, 2048), out(2048, 512);
+  const at::NoGradGuard no_grad;
+  const PhaseResult phase = measure("evaluate", [&] {
+    memory::AllocTag tag("mlp");
+    const at::Tensor y = out(at::relu(in(at::randn({256, 512}))));
+  });
+  ASSERT_FALSE(phase.predictions.empty());
+  const oomguard::testing::Prediction& p = phase.predictions.front();
+  ASSERT_EQ(p.rules.size(), 1u);
+  const char* card = env("OOMGUARD_CARD");
+  const int sm =
+      card != nullptr ? memory::find_card(card).compute_capability : memory::kDefaultModelSm;
+  EXPECT_EQ(
+      p.rules[0].bytes,
+      sim::cublas_workspace(sm, {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR}, "", 2).bytes())
+      << "both handles' workspaces are held from the phase's start";
 }
 
 // OOMGUARD_PREDICT adds targets; each gets its own verdict in the result and the message.

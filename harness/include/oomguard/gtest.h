@@ -122,6 +122,8 @@ struct PhaseResult {
 // reset first; an out-of-memory error inside is caught, recorded in the result and reported
 // as a test failure naming the phase. The figures also go into the test's XML properties
 // ("oomguard.<name>.peak_allocated_bytes", ...) and its report in OOMGUARD_REPORT_DIR.
+// On CUDA, and on CPU with a card, a test's first phase starts from an emptied cache with
+// both cuBLAS workspaces held, whatever tests ran before it in the process.
 PhaseResult measure(const std::string& name, const std::function<void()>& body);
 
 // measure() of a loop: runs `step(0)` .. `step(steps - 1)` as the phase `name` and records
