@@ -24,15 +24,11 @@ std::string asked_device(const std::string& option) {
 }
 
 DeviceAsked parse_device(const std::string& text, const std::string& where) {
-  if (text == "auto" || text == "cpu" || text == "cuda")
-    return {text, -1};
-  const std::string digits = text.rfind("cuda:", 0) == 0 ? text.substr(5) : "";
-  if (digits.empty() || digits.size() > 4 ||
-      digits.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError(
-        where + ": device " + text +
-        ": expected auto, cpu, cuda or cuda:N (N counts the visible CUDA devices from 0)");
-  return {"cuda", std::stoi(digits)};
+  try {
+    return memory::parse_device_asked(text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(where + ": " + e.what());
+  }
 }
 
 nlohmann::json read_json_file(const std::string& path) {

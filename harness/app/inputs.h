@@ -8,6 +8,7 @@
 #include "harness/usage_error.h"
 #include <nlohmann/json.hpp>
 
+#include <oomguard/memory/device_kind.h>
 #include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::app {
@@ -31,13 +32,9 @@ sim::GpuRules rules_option(const std::string& text);
 // The device asked for: `option` (--device) when given, else OOMGUARD_DEVICE, else "auto".
 std::string asked_device(const std::string& option);
 
-// A device as asked for: auto, cpu, cuda, or cuda:N (the N-th CUDA device visible).
-struct DeviceAsked {
-  std::string kind;  // auto, cpu or cuda
-  int index = -1;    // cuda:N's N; -1 when none was given
-};
-// Parses what asked_device returned; `where` names its source for the message (--device,
-// OOMGUARD_DEVICE).
+// Parses what asked_device returned (memory::parse_device_asked); `where` names its source for
+// the message (--device, OOMGUARD_DEVICE).
+using memory::DeviceAsked;
 DeviceAsked parse_device(const std::string& text, const std::string& where);
 
 // `--capacity TEXT` of run, replay and plot: a size above 0 bytes (parse_size's units); 0

@@ -151,7 +151,7 @@ std::vector<std::string> gpus_for_jobs(
   const int count = device_count;
   if (device == "auto" && count == 0)
     return {};
-  const std::vector<std::string> gpus = visible_gpus(count, cuda_visible_devices);
+  const std::vector<std::string> gpus = memory::visible_gpus(count, cuda_visible_devices);
   if (static_cast<int64_t>(gpus.size()) < jobs)
     throw UsageError(
         "repeat --jobs " + std::to_string(jobs) + " on CUDA: " + std::to_string(gpus.size()) +
@@ -222,24 +222,6 @@ repeat::Summary run_repeat(
     return a.seed < b.seed;
   });
   return summary;
-}
-
-std::vector<std::string> visible_gpus(int device_count, const char* cuda_visible_devices) {
-  std::vector<std::string> listed;
-  if (cuda_visible_devices != nullptr && *cuda_visible_devices != '\0') {
-    std::string text = cuda_visible_devices;
-    size_t at = 0;
-    while (at <= text.size()) {
-      const size_t comma = std::min(text.find(',', at), text.size());
-      listed.push_back(text.substr(at, comma - at));
-      at = comma + 1;
-    }
-  }
-  std::vector<std::string> gpus;
-  for (int i = 0; i < device_count; ++i)
-    gpus.push_back(
-        i < static_cast<int>(listed.size()) ? listed[static_cast<size_t>(i)] : std::to_string(i));
-  return gpus;
 }
 
 }  // namespace oomguard::app

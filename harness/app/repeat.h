@@ -78,8 +78,4 @@ struct RepeatPool {
 // finished. Throws std::runtime_error when the launcher cannot start a run.
 repeat::Summary run_repeat(const repeat::Plan& plan, const RepeatPool& pool, RunLauncher& launcher);
 
-// The GPUs a repeat may give its jobs: the indices of the `device_count` visible devices as
-// CUDA_VISIBLE_DEVICES names them to a child (the parent's own list where it has one).
-std::vector<std::string> visible_gpus(int device_count, const char* cuda_visible_devices);
-
 }  // namespace oomguard::app

@@ -41,14 +41,6 @@ nlohmann::json read_config_file(const std::string& path) {
   return doc;
 }
 
-constexpr const char* kNarrowedTo = "OOMGUARD_CUDA_DEVICE_NARROWED_TO";
-
-// Whether this process was started again seeing cuda:`index` alone (narrow_to_device).
-bool narrowed_to(int index) {
-  const char* narrowed = std::getenv(kNarrowedTo);
-  return narrowed != nullptr && std::to_string(index) == narrowed;
-}
-
 // The device the run takes: auto takes CUDA when this build has the CUDA meter and a device is
 // visible; cuda:N is the N-th visible device, which execute_run makes the process's only one.
 // `where` names where it was asked for (--device, or OOMGUARD_DEVICE as for the GoogleTest
@@ -57,15 +49,9 @@ memory::DeviceKind resolve_device(const DeviceAsked& asked, const std::string& w
   memory::DeviceKind device = memory::DeviceKind::kCpu;
   try {
     device = memory::device_kind_from_string(memory::resolve_device(asked.kind));
+    (void)memory::cuda_device_settings(asked.index);  // refuses an N past the devices visible
   } catch (const std::invalid_argument& e) {
     throw UsageError((where == "--device" ? "--" : where + ": ") + std::string(e.what()));
-  }
-  if (asked.index > 0 && !narrowed_to(asked.index)) {
-    const int count = memory::cuda_device_count();
-    if (asked.index >= count)
-      throw UsageError(
-          where + ": device cuda:" + std::to_string(asked.index) + ": " + std::to_string(count) +
-          " CUDA device(s) visible, cuda:0 .. cuda:" + std::to_string(count - 1));
   }
   return device;
 }
@@ -73,14 +59,13 @@ memory::DeviceKind resolve_device(const DeviceAsked& asked, const std::string& w
 // cuda:N with N > 0: the process starts again seeing that device alone (CUDA_VISIBLE_DEVICES,
 // from its own list where it has one), so that it is device 0 to LibTorch and the meter.
 void narrow_to_device(const RunRequest& args, int index) {
-  if (index <= 0 || narrowed_to(index))
+  const memory::EnvSettings settings = memory::cuda_device_settings(index);
+  if (settings.empty())
     return;
-  const std::string gpu = visible_gpus(
-      memory::cuda_device_count(), std::getenv("CUDA_VISIBLE_DEVICES"))[static_cast<size_t>(index)];
   log::info(
-      "device cuda:" + std::to_string(index) + ": starting again with CUDA_VISIBLE_DEVICES=" + gpu);
-  memory::start_again(
-      args.argv, {{"CUDA_VISIBLE_DEVICES", gpu}, {kNarrowedTo, std::to_string(index)}});
+      "device cuda:" + std::to_string(index) +
+      ": starting again with CUDA_VISIBLE_DEVICES=" + settings.front().second);
+  memory::start_again(args.argv, settings);
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";

@@ -1,9 +1,10 @@
 // main of oomguard::gtest_main. The CPU tracking allocator is installed before this binary's
 // own static initializers run (harness/memory/tracking_allocator.cpp), so a model built in a
 // static or a test suite's SetUp is counted. Here, before any test: the CUDA caching
-// allocator's settings (OOMGUARD_ALLOC_CONF) go into LibTorch's variable, starting the
-// process again when they were not there yet, and the meter stack is built from the
-// environment, so a bad OOMGUARD_* variable stops the binary with exit code 2 and a message.
+// allocator's settings (OOMGUARD_ALLOC_CONF) go into LibTorch's variable and
+// OOMGUARD_DEVICE=cuda:N narrows the binary to that device, starting the process again when
+// either is not so yet, and the meter stack is built from the environment, so a bad
+// OOMGUARD_* variable stops the binary with exit code 2 and a message.
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include "harness/memory/built_torch.h"
 #include <oomguard/gtest.h>
 #include <oomguard/memory/budgets.h>
+#include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/sim/alloc_conf.h>
 #include "harness/gtest/registry.h"
@@ -21,12 +23,25 @@
 
 namespace {
 
-// The caching allocator reads its settings from the environment once, possibly when LibTorch
-// loads: a binary asked for other settings starts again with them (execv does not return).
-void apply_alloc_conf(char** argv) {
+// What the binary must start again with (execv does not return), in one start:
+// OOMGUARD_DEVICE=cuda:N with N > 0 is measured as device 0 of a process that sees that
+// device alone (CUDA_VISIBLE_DEVICES), as `oomguard run --device cuda:N` is; the caching
+// allocator reads its settings (OOMGUARD_ALLOC_CONF) from LibTorch's variables once, possibly
+// when LibTorch loads.
+oomguard::memory::EnvSettings settings_to_start_again_with() {
+  oomguard::memory::EnvSettings settings;
+  const char* device = std::getenv("OOMGUARD_DEVICE");
+  if (device != nullptr && *device != '\0') {
+    try {
+      settings = oomguard::memory::cuda_device_settings(
+          oomguard::memory::parse_device_asked(device).index);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("OOMGUARD_DEVICE: ") + e.what());
+    }
+  }
   const char* wanted = std::getenv("OOMGUARD_ALLOC_CONF");
   if (wanted == nullptr || *wanted == '\0')
-    return;
+    return settings;
   const oomguard::sim::TorchVersion torch = oomguard::memory::built_torch_version();
   try {
     oomguard::sim::validate_alloc_conf(wanted, torch);
@@ -35,9 +50,13 @@ void apply_alloc_conf(char** argv) {
   }
   for (const char* variable : oomguard::sim::alloc_conf_variables(torch)) {
     const char* current = std::getenv(variable);
-    if (current == nullptr || std::string(current) != wanted)
-      oomguard::memory::start_again_with_alloc_conf(wanted, argv);
+    if (current == nullptr || std::string(current) != wanted) {
+      for (auto& setting : oomguard::memory::alloc_conf_settings(wanted))
+        settings.push_back(std::move(setting));
+      break;
+    }
   }
+  return settings;
 }
 
 // Budgets of phases that a test which passed here no longer measures: listed, and removed
@@ -112,7 +131,8 @@ int report_accepted(int result, const std::string& path, const std::string& acce
 
 int main(int argc, char** argv) {
   try {
-    apply_alloc_conf(argv);
+    if (const auto settings = settings_to_start_again_with(); !settings.empty())
+      oomguard::memory::start_again(argv, settings);
     oomguard::memory::install_meter(oomguard::memory::meter_options_from_env());
     oomguard::testing::test_threads();  // a bad OOMGUARD_THREADS stops the binary here
   } catch (const std::exception& e) {

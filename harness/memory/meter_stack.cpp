@@ -8,6 +8,8 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "harness/memory/built_torch.h"
+#include "harness/memory/start_again.h"
+#include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/memory/operator_callbacks.h"
@@ -80,10 +82,21 @@ std::vector<ModelTarget> extra_targets(const std::string& text, const sim::GpuRu
 MeterOptions meter_options_from_env() {
   MeterOptions options;
   if (const char* device = env_or_null("OOMGUARD_DEVICE")) {
-    options.device = device;
-    if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
+    EnvSettings narrowing;
+    try {
+      const DeviceAsked asked = parse_device_asked(device);
+      options.device = asked.kind;
+      narrowing = cuda_device_settings(asked.index);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("OOMGUARD_DEVICE: ") + e.what());
+    }
+    // cuda:N is measured as device 0 of a process that sees it alone.
+    if (!narrowing.empty())
       throw std::invalid_argument(
-          "OOMGUARD_DEVICE=" + options.device + ": expected auto, cpu or cuda");
+          std::string("OOMGUARD_DEVICE=") + device +
+          ": this process sees every device; oomguard::gtest_main starts the binary again "
+          "seeing that one alone, and in a main of your own set CUDA_VISIBLE_DEVICES=" +
+          narrowing.front().second + " and OOMGUARD_DEVICE=cuda instead");
   }
   if (const char* trace = env_or_null("OOMGUARD_TRACE")) {
     if (resolve_device(options.device) != "cpu")

@@ -7,26 +7,57 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "harness/memory/built_torch.h"
+#include <oomguard/memory/cuda_meter.h>
+#include <oomguard/memory/device_kind.h>
 #include <oomguard/sim/alloc_conf.h>
 
 namespace oomguard::memory {
+namespace {
 
-void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
-  const sim::TorchVersion torch = built_torch_version();
+// Set in a process started again seeing cuda:N alone: N (its device 0 is that device).
+constexpr const char* kNarrowedTo = "OOMGUARD_CUDA_DEVICE_NARROWED_TO";
+
+}  // namespace
+
+EnvSettings alloc_conf_settings(const std::string& conf, const char* marker) {
   EnvSettings settings;
-  for (const char* variable : sim::alloc_conf_variables(torch))
+  for (const char* variable : sim::alloc_conf_variables(built_torch_version()))
     settings.emplace_back(variable, conf);
   if (marker != nullptr)
     settings.emplace_back(marker, conf);
-  const char* variable = sim::alloc_conf_variable(torch);
+  return settings;
+}
+
+void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
   try {
-    start_again(argv, settings);
+    start_again(argv, alloc_conf_settings(conf, marker));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(
-        std::string("cannot start again with ") + variable + "=" + conf + ": " + e.what());
+        std::string("cannot start again with ") + sim::alloc_conf_variable(built_torch_version()) +
+        "=" + conf + ": " + e.what());
   }
+}
+
+EnvSettings cuda_device_settings(int index) {
+  const char* narrowed = std::getenv(kNarrowedTo);
+  if (index <= 0 || (narrowed != nullptr && std::to_string(index) == narrowed))
+    return {};
+  const std::string device = "device cuda:" + std::to_string(index) + ": ";
+  if (const std::string why = cuda_unavailable_reason(); !why.empty())
+    throw std::invalid_argument(device + why);
+  const int count = cuda_device_count();
+  if (index >= count)
+    throw std::invalid_argument(
+        device + std::to_string(count) +
+        " CUDA device(s) visible, cuda:0 .. cuda:" + std::to_string(count - 1));
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return {
+      {"CUDA_VISIBLE_DEVICES", visible_gpus(count, visible)[static_cast<size_t>(index)]},
+      {kNarrowedTo, std::to_string(index)}};
 }
 
 void start_again(char** argv, const EnvSettings& settings) {

@@ -176,12 +176,5 @@ TEST(GpusForJobs, OneGpuPerJobOrARefusal) {
   EXPECT_THROW(gpus_for_jobs(2, "cuda:1", 4, nullptr), UsageError);
 }
 
-TEST(VisibleGpus, FollowTheParentsOwnList) {
-  EXPECT_EQ(visible_gpus(2, nullptr), (std::vector<std::string>{"0", "1"}));
-  EXPECT_EQ(visible_gpus(2, "4,6"), (std::vector<std::string>{"4", "6"}));
-  EXPECT_EQ(visible_gpus(1, "GPU-abc,GPU-def"), (std::vector<std::string>{"GPU-abc"}));
-  EXPECT_TRUE(visible_gpus(0, "").empty());
-}
-
 }  // namespace
 }  // namespace oomguard::app

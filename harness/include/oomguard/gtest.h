@@ -16,7 +16,8 @@
 // The environment, as `oomguard run` reads it:
 //
 //   OOMGUARD_DEVICE        auto (default: CUDA when built with it and a device is visible),
-//                          cpu, cuda
+//                          cpu, cuda, cuda:N (gtest_main starts the binary again seeing the
+//                          N-th visible device alone: device 0 to LibTorch and device())
 //   OOMGUARD_CARD          an emulated card: t4, a100-40, a100-80, h200
 //                          (<oomguard/memory/cards.h>)
 //   OOMGUARD_CAPACITY      or an emulated capacity ("12GiB")
@@ -140,7 +141,8 @@ PhaseResult phase_result(const memory::PhaseMemory& figures);
 
 // The meter stack measure() uses (installed from the environment on first use).
 memory::MeterStack& meters();
-// Where tensors of a measured test belong: CUDA device 0 when the meter is CUDA, else CPU.
+// Where tensors of a measured test belong: CUDA device 0 when the meter is CUDA (the device
+// OOMGUARD_DEVICE named), else CPU.
 c10::Device device();
 // The thread count MemoryTest sets: OOMGUARD_THREADS, default 2. Throws
 // std::invalid_argument naming the variable when it is not a whole number of 1 or more.

@@ -37,10 +37,11 @@ struct MeterOptions {
   std::vector<ModelTarget> model_targets;
 };
 
-// MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda), OOMGUARD_TRACE (a trace
-// file for the CPU meter: every allocation of the process, for oomguard replay), OOMGUARD_CARD (a
-// card profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a size such as "12GiB"). On the
-// CPU meter a card or capacity is predicted by the caching-allocator model
+// MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda, or cuda:N in a
+// process started again seeing that device alone, as oomguard::gtest_main does), OOMGUARD_TRACE (a
+// trace file for the CPU meter: every allocation of the process, for oomguard replay),
+// OOMGUARD_CARD (a card profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a size such as
+// "12GiB"). On the CPU meter a card or capacity is predicted by the caching-allocator model
 // (OOMGUARD_ALLOCATOR_MODEL=cuda, the default; none holds the CPU bytes to the capacity
 // instead) with the settings in OOMGUARD_ALLOC_CONF and the rules in OOMGUARD_RULES (all,
 // none, or names: <oomguard/sim/gpu_rules.h>), and OOMGUARD_PREDICT adds more cards and
