@@ -69,11 +69,10 @@ bool run_phase(
     } catch (const Interrupted&) {
       ended = memory::PhaseStatus::kInterrupted;
     } catch (const c10::Error& e) {
-      // On CUDA, an error of the device (an illegal access, a cuBLAS, cuDNN or driver
-      // failure; LibTorch's CUDA checks name CUDA, cuBLAS, CUBLAS or cuDNN in the message)
-      // ends the run here and its report says where. Anything else is a bug, and propagates.
-      if (options.device.type != memory::DeviceKind::kCuda ||
-          !is_device_error(e.what_without_backtrace()))
+      // An error of the device (an illegal access, a cuBLAS, cuDNN or driver failure;
+      // LibTorch's CUDA checks name CUDA, cuBLAS, CUBLAS or cuDNN in the message) ends the run
+      // here and its report says where. Anything else is a bug, and propagates.
+      if (!is_device_error(e.what_without_backtrace()))
         throw;
       ended = memory::PhaseStatus::kDeviceError;
       report.device_error = OomReport{name, -1, e.what_without_backtrace()};

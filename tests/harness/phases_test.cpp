@@ -1,11 +1,17 @@
 // harness/phases + run: the phases in order, each peak asserted right after its phase.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
+#include <string>
+#include <utility>
+
+#include <c10/util/Exception.h>
 
 #include "data/tokenizer.h"
 #include "harness/interrupt.h"
 #include <oomguard/memory/sizes.h>
+#include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/gtest.h>
 #include "tests/support/fixtures.h"
 
@@ -66,6 +72,70 @@ TEST_F(PhaseBudgetTest, EmulatedOomIsCaughtWithItsPhase) {
   EXPECT_EQ(report.oom->phase, "train");
   EXPECT_GT(report.oom->requested_bytes, 0);
   EXPECT_NE(report.oom->message.find("out of memory"), std::string::npos);
+}
+
+// The tracker's figures; each phase's start (its peak reset) arms `fail`, so the failure
+// comes from inside a phase and not from the run's setup.
+class ArmingMeter final : public memory::Meter {
+ public:
+  ArmingMeter(memory::Meter& inner, std::atomic<bool>& fail) : inner_(inner), fail_(fail) {}
+  std::string name() const override { return inner_.name(); }
+  memory::MemoryStats stats() const override { return inner_.stats(); }
+  void reset_peak() override {
+    inner_.reset_peak();
+    fail_ = true;
+  }
+  void set_capacity(int64_t bytes) override { inner_.set_capacity(bytes); }
+
+ private:
+  memory::Meter& inner_;
+  std::atomic<bool>& fail_;
+};
+
+// Raises `message` at the first allocation once armed, as a failed kernel's error surfaces at
+// LibTorch's next CUDA call.
+class FailAtNextAllocation final : public memory::AllocationObserver {
+ public:
+  explicit FailAtNextAllocation(std::string message) : message_(std::move(message)) {}
+  void on_alloc(int64_t, int64_t) override {
+    if (armed.exchange(false))
+      TORCH_CHECK(false, message_);
+  }
+  void on_free(int64_t) override {}
+  std::atomic<bool> armed{false};
+
+ private:
+  std::string message_;
+};
+
+// A device's own error inside a phase (C10_CUDA_CHECK's "CUDA error: ...") ends the run there,
+// and the report says which phase and what (outcome device_error: exit code 5); any other
+// LibTorch error is a bug, and propagates.
+TEST_F(PhaseBudgetTest, ADeviceErrorEndsTheRunWithItsPhase) {
+  const RunConfig config = testing::small_config();
+  for (const bool device : {true, false}) {
+    FailAtNextAllocation fail(
+        device ? "CUDA error: an illegal memory access was encountered"
+               : "mat1 and mat2 shapes cannot be multiplied");
+    memory::TrackingAllocator& tracker = memory::TrackingAllocator::instance();
+    tracker.add_observer(&fail);
+    ArmingMeter meter_arming(meter(), fail.armed);
+    if (device) {
+      const RunReport report = smoke_run(config, meter_arming, RunOptions{});
+      EXPECT_EQ(report.outcome, memory::PhaseStatus::kDeviceError);
+      EXPECT_EQ(report.phases.size(), 1u) << "the run goes on after the device failed";
+      ASSERT_TRUE(report.device_error.has_value());
+      EXPECT_EQ(report.device_error->phase, "train");
+      EXPECT_NE(report.device_error->message.find("illegal memory access"), std::string::npos);
+      EXPECT_FALSE(report.oom.has_value());
+      const report::RunRecord record = to_record(report);
+      ASSERT_TRUE(record.device_error.has_value());
+      EXPECT_EQ(record.device_error->phase, "train");
+    } else {
+      EXPECT_THROW(smoke_run(config, meter_arming, RunOptions{}), c10::Error);
+    }
+    tracker.remove_observer(&fail);
+  }
 }
 
 TEST_F(PhaseBudgetTest, SmokeLossFallsAndGreedyGenerationRepeats) {
