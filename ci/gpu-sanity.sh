@@ -3,7 +3,9 @@
 # PyTorch already installed there, with the CUDA meter (-DOOMGUARD_CUDA=ON: a CUDA toolkit is
 # needed), prints the device as PyTorch and the driver see it and the cuBLAS workspaces that
 # card allocates, runs the cuda tests with OOMGUARD_DEVICE=cuda (a test that cannot use the
-# device fails, never skips), runs the default config on CUDA as an emulated T4 and on CPU
+# device fails, never skips; the workspace test again alone in its process), on a machine with
+# two GPUs or more runs cuda:1 and repeat --jobs 2, runs the default config on CUDA as an
+# emulated T4 and on CPU
 # through the caching-allocator model of a T4 (with the default allocator settings and with
 # expandable_segments:True, whose effect is read back from the allocator's segments), then a
 # short repeat on the emulated T4, then both at capacities around the predicted reserved
@@ -179,6 +181,18 @@ if [ $tests_built = 1 ]; then
     echo "gpu-sanity: cuda tests were skipped on a machine with a device" >&2
     status=1
   fi
+  # Alone in its process (as ctest runs it): no earlier test took a cuBLAS workspace there.
+  OOMGUARD_DEVICE=cuda "$BUILD/bin/oomguard_cuda_tests" \
+    --gtest_filter=CudaTest.MeasureHoldsBothWorkspacesFromTheFirstPhaseCuda || status=1
+fi
+gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "$gpus" -ge 2 ]; then
+  say "$gpus GPUs: cuda:1 (the run starts again seeing it alone) and repeat --jobs 2"
+  "$BUILD/bin/oomguard" run --device cuda:1 --card t4 --report "$OUT/cuda-1-t4.json" || status=1
+  "$BUILD/bin/oomguard" repeat -n 2 --jobs 2 --runs-dir "$OUT/runs-jobs" \
+    --report "$OUT/repeat-jobs.json" --device cuda --card t4 || status=1
+else
+  echo "  one GPU: cuda:N and repeat --jobs across GPUs are not tried here"
 fi
 say "default run on CUDA as an emulated T4, and on CPU through the allocator model of a T4"
 # Each with a PyTorch memory snapshot: CUDA's own, and the CPU run's trace replayed through
