@@ -182,8 +182,11 @@ if [ $tests_built = 1 ]; then
     status=1
   fi
   # Alone in its process (as ctest runs it): no earlier test took a cuBLAS workspace there.
-  OOMGUARD_DEVICE=cuda "$BUILD/bin/oomguard_cuda_tests" \
-    --gtest_filter=CudaTest.MeasureHoldsBothWorkspacesFromTheFirstPhaseCuda || status=1
+  alone=$(OOMGUARD_DEVICE=cuda "$BUILD/bin/oomguard_cuda_tests" \
+    --gtest_filter=CudaTest.MeasureHoldsBothWorkspacesFromTheFirstPhaseCuda 2>&1) || status=1
+  echo "$alone" | tail -n 3
+  grep -q "PASSED.*1 test" <<< "$alone" || {
+    echo "gpu-sanity: the workspace test did not run alone and pass" >&2; status=1; }
 fi
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 if [ "$gpus" -ge 2 ]; then

@@ -60,7 +60,8 @@ endif()
 set(OOMGUARD_TEST_DEVICE ${_oomguard_test_device} CACHE STRING
   "OOMGUARD_DEVICE of every test: cpu, cuda or auto (default: the environment's at the first configure, else cpu)")
 if(NOT OOMGUARD_TEST_DEVICE MATCHES "^(cpu|cuda|auto)$")
-  message(FATAL_ERROR "OOMGUARD_TEST_DEVICE is '${OOMGUARD_TEST_DEVICE}': give cpu, cuda or auto")
+  message(FATAL_ERROR "OOMGUARD_TEST_DEVICE is '${OOMGUARD_TEST_DEVICE}': give cpu, cuda or "
+    "auto (for another GPU than the first, CUDA_VISIBLE_DEVICES names it to the suite)")
 endif()
 set(OOMGUARD_TEST_ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" "OOMGUARD_DEVICE=cpu"
   "OOMGUARD_SEED_COUNTER_DIR=${OOMGUARD_SEED_COUNTER_DIR}" "OOMGUARD_TOOLS_BIN=${OOMGUARD_TOOLS_BIN}")

@@ -13,7 +13,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/mm.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/ones.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -233,37 +233,63 @@ PhaseResult phase_result(const memory::PhaseMemory& figures) {
 namespace {
 
 // Note [a test measures the same whatever ran before it]
-// ctest gives each test a process of its own; a binary run whole, or with a filter, runs its
-// tests one after another in one. On CUDA two things would carry over from the tests before:
-// each cuBLAS handle takes a workspace at its first matrix product and keeps it for the life
-// of the process (an evaluation-only test run first holds the forward thread's, after a
-// training test it holds autograd's backward thread's too), and the caching allocator keeps
-// the segments earlier tests freed (reserved). So before the first phase of each test the
-// device's cache is emptied, and before the first phase of the process one matrix product,
-// forward and backward, takes both handles' workspaces: every phase holds the two workspaces
-// the budgets' cublas_workspace rule counts (sim::kTrainingCublasHandles), as every phase of a
-// real run after its first training step does. On CPU with a card the model sees the same
-// product and does the same; on CPU alone nothing carries over and nothing is done.
-void take_cublas_workspaces() {
+// ctest gives each test a process of its own; a binary run whole, with a filter or with
+// --gtest_repeat runs its tests one after another in one. On CUDA two things would carry over
+// from the tests before: each cuBLAS handle takes a workspace at its first matrix product and
+// keeps it for the life of the process (an evaluation-only test run first holds the forward
+// thread's, after a training test it holds autograd's backward thread's too), and the caching
+// allocator keeps the segments earlier tests freed (reserved). So before the first phase
+// measure() runs in each test the device's cache is emptied, and before the first of the
+// process one matrix product with a bias (cuBLASLt's path, where its workspace is its own),
+// forward and backward, takes the handles' workspaces: every phase holds the two workspaces the
+// budgets' cublas_workspace rule counts (sim::kTrainingCublasHandles), as every phase of a
+// real run after its first training step does. With the allocator model (CPU with a card or
+// capacity) the model sees the same product and does the same; on the CPU meter alone nothing
+// carries over and nothing is done.
+void take_cublas_workspaces(memory::MeterStack& stack) {
   const at::AutoGradMode grad(true);  // a test may measure under NoGradGuard
   const c10::InferenceMode not_inference(false);
   const at::TensorOptions on = at::TensorOptions().device(device()).dtype(at::kFloat);
   const at::Tensor a = at::ones({8, 8}, on).requires_grad_(true);
   try {
-    at::mm(a, at::ones({8, 8}, on)).sum().backward();  // MmBackward0's mm: the backward thread
+    // addmm forward; MmBackward0's mm on autograd's backward thread.
+    at::addmm(at::ones({8}, on), a, at::ones({8, 8}, on)).sum().backward();
   } catch (const c10::OutOfMemoryError&) {
-    // A card too small for the workspaces: the test's first product asks for them again, and
-    // its phase reports the out-of-memory error.
+    // A card too small for a workspace: it was not taken, and the first product of a phase
+    // that needs it asks for it again, in that phase.
   }
+  // What the model refused here belongs to no phase (its targets would otherwise carry the
+  // refusal into every phase as "ran out of memory earlier").
+  if (memory::ModelledMeter* model = stack.modelled())
+    model->forget_refusals();
 }
 
-void ready_device_for(const std::string& test, memory::MeterStack& stack) {
-  static std::string ready_for;  // the test whose first phase found the device ready
-  if (test == ready_for || (stack.device() != "cuda" && stack.modelled() == nullptr))
+// Set by a listener at each test's start (each repetition's, under --gtest_repeat).
+std::mutex g_ready_mutex;
+bool g_device_ready = false;
+bool g_workspaces_taken = false;
+
+class NotReadyOnTestStart : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override {
+    std::lock_guard<std::mutex> lock(g_ready_mutex);
+    g_device_ready = false;
+  }
+};
+
+void ready_device(memory::MeterStack& stack) {
+  if (stack.device() != "cuda" && stack.modelled() == nullptr)
     return;
-  if (ready_for.empty())
-    take_cublas_workspaces();
-  ready_for = test;
+  static const bool listening = [] {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new NotReadyOnTestStart);  // owned there
+    return true;
+  }();
+  (void)listening;
+  std::lock_guard<std::mutex> lock(g_ready_mutex);
+  if (g_device_ready)
+    return;
+  if (!g_workspaces_taken)
+    take_cublas_workspaces(stack);
+  g_workspaces_taken = g_device_ready = true;
   stack.meter().release_cache();
 }
 
@@ -272,7 +298,7 @@ void ready_device_for(const std::string& test, memory::MeterStack& stack) {
 PhaseResult measure_phase(
     const std::string& name, const std::function<void()>& body, std::vector<int64_t>* step_ends) {
   memory::MeterStack& stack = meters();
-  ready_device_for(detail::current_test_name(), stack);  // Note [a test measures the same ...]
+  ready_device(stack);  // Note [a test measures the same whatever ran before it]
   // The site's phase is unique to this test and phase, so the tags at its peak are its own.
   const char* site_phase = interned_site_phase(detail::current_test_name() + "/" + name);
   memory::PhaseMemory figures;

@@ -718,6 +718,15 @@ void ModelledMeter::set_capacity(int64_t bytes) {
   models_.front()->allocator.set_allowed_bytes(bytes);
 }
 
+void ModelledMeter::forget_refusals() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_oom_.clear();
+  for (auto& m : models_) {
+    m->oom.clear();
+    m->first_oom.clear();
+  }
+}
+
 void ModelledMeter::release_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& m : models_)

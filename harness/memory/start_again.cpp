@@ -33,13 +33,7 @@ EnvSettings alloc_conf_settings(const std::string& conf, const char* marker) {
 }
 
 void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
-  try {
-    start_again(argv, alloc_conf_settings(conf, marker));
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(
-        std::string("cannot start again with ") + sim::alloc_conf_variable(built_torch_version()) +
-        "=" + conf + ": " + e.what());
-  }
+  start_again(argv, alloc_conf_settings(conf, marker));
 }
 
 EnvSettings cuda_device_settings(int index) {
@@ -67,7 +61,11 @@ void start_again(char** argv, const EnvSettings& settings) {
     ::setenv(name.c_str(), value.c_str(), 1);
   std::fflush(nullptr);
   ::execv("/proc/self/exe", argv);
-  throw std::runtime_error(std::string("execv: ") + std::strerror(errno));
+  const std::string why = std::strerror(errno);
+  std::string with;
+  for (const auto& [name, value] : settings)
+    with += (with.empty() ? " with " : ", ") + name + "=" + value;
+  throw std::runtime_error("cannot start again" + with + ": execv: " + why);
 }
 
 }  // namespace oomguard::memory

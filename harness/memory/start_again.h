@@ -23,14 +23,15 @@ using EnvSettings = std::vector<std::pair<std::string, std::string>>;
 // `conf` in every settings variable of this LibTorch, and in `marker` when it is not null.
 EnvSettings alloc_conf_settings(const std::string& conf, const char* marker = nullptr);
 
-// What starts this process again seeing cuda:`index` alone: CUDA_VISIBLE_DEVICES and a marker
-// of the index. Empty for cuda:0 (or no index, -1) and in the process so started. Throws
-// std::invalid_argument "device cuda:N: ..." when no CUDA device is usable (saying why) or
-// fewer than N + 1 are visible.
+// What starts this process again seeing cuda:`index` alone: CUDA_VISIBLE_DEVICES first (its
+// value names the GPU), then a marker of the index. Empty for cuda:0 (or no index, -1) and in the
+// process so started. Throws std::invalid_argument "device cuda:N: ..." when no CUDA device is
+// usable (saying why) or fewer than N + 1 are visible.
 EnvSettings cuda_device_settings(int index);
 
 // Replaces the process with itself run on `argv`, its environment as it is now plus
-// `settings` (variables read at start-up). Does not return; throws std::runtime_error, and
+// `settings` (variables read at start-up). Does not return; throws std::runtime_error naming
+// the settings, and
 // std::logic_error for a null `argv` (an embedder that gave no arguments) before it changes
 // the environment.
 [[noreturn]] void start_again(char** argv, const EnvSettings& settings = {});

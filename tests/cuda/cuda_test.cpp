@@ -39,8 +39,8 @@ class CudaTest : public ::testing::Test {
       // A suite asked for CUDA (OOMGUARD_DEVICE=cuda, as the GPU jobs set it) fails where it
       // cannot have it, so a GPU job cannot pass having tested nothing.
       const char* device = std::getenv("OOMGUARD_DEVICE");
-      if (device != nullptr && std::string(device) == "cuda")
-        GTEST_FAIL() << "OOMGUARD_DEVICE=cuda, but " << why;
+      if (device != nullptr && std::string(device).rfind("cuda", 0) == 0)
+        GTEST_FAIL() << "OOMGUARD_DEVICE=" << device << ", but " << why;
       GTEST_SKIP() << why;
     }
     at::manual_seed(0);

@@ -40,6 +40,8 @@ assert t4["fits"] and t4["rules"][0]["name"] == "cublas_workspace", t4
 assert t4["rules"][0]["bytes"] == 2 * 8519680, t4["rules"]
 assert phase["peak_reserved_bytes"] == t4["peak_reserved_bytes"] > phase["peak_allocated_bytes"]
 assert not phase["predictions"][2]["fits"], phase["predictions"][2]
+# The 12MiB card has no room for a workspace: refused in this first phase, not before it.
+assert not phase["predictions"][2]["oom"].startswith("ran out of memory earlier"), phase["predictions"][2]
 print(t4["peak_allocated_bytes"], t4["peak_reserved_bytes"])
 PY
 )

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +41,28 @@ TEST(DeviceKind, VisibleGpusFollowTheProcesssOwnList) {
   EXPECT_TRUE(visible_gpus(0, "").empty());
 }
 
+// Sets a variable for its life, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name))
+      old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 // Narrowing to cuda:N: nothing for cuda:0 or a process already narrowed to N; where the
 // device cannot be had, a refusal naming it and why.
 TEST(DeviceKind, NarrowingToCudaNIsRefusedWhereItCannotBeHad) {
@@ -57,10 +80,9 @@ TEST(DeviceKind, NarrowingToCudaNIsRefusedWhereItCannotBeHad) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   }
-  ::setenv("OOMGUARD_CUDA_DEVICE_NARROWED_TO", "1", 1);  // the process started again for cuda:1
+  const ScopedEnv narrowed("OOMGUARD_CUDA_DEVICE_NARROWED_TO", "1");  // started again for cuda:1
   EXPECT_TRUE(cuda_device_settings(1).empty());
   EXPECT_THROW(cuda_device_settings(2), std::invalid_argument);
-  ::unsetenv("OOMGUARD_CUDA_DEVICE_NARROWED_TO");
 }
 
 }  // namespace

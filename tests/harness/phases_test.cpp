@@ -108,6 +108,20 @@ class FailAtNextAllocation final : public memory::AllocationObserver {
   std::string message_;
 };
 
+// The process's tracker holds `observer` while this lives (a failed assertion returns early).
+class ObserverAdded {
+ public:
+  explicit ObserverAdded(memory::AllocationObserver& observer) : observer_(observer) {
+    memory::TrackingAllocator::instance().add_observer(&observer_);
+  }
+  ~ObserverAdded() { memory::TrackingAllocator::instance().remove_observer(&observer_); }
+  ObserverAdded(const ObserverAdded&) = delete;
+  ObserverAdded& operator=(const ObserverAdded&) = delete;
+
+ private:
+  memory::AllocationObserver& observer_;
+};
+
 // A device's own error inside a phase (C10_CUDA_CHECK's "CUDA error: ...") ends the run there,
 // and the report says which phase and what (outcome device_error: exit code 5); any other
 // LibTorch error is a bug, and propagates.
@@ -117,8 +131,7 @@ TEST_F(PhaseBudgetTest, ADeviceErrorEndsTheRunWithItsPhase) {
     FailAtNextAllocation fail(
         device ? "CUDA error: an illegal memory access was encountered"
                : "mat1 and mat2 shapes cannot be multiplied");
-    memory::TrackingAllocator& tracker = memory::TrackingAllocator::instance();
-    tracker.add_observer(&fail);
+    const ObserverAdded added(fail);
     ArmingMeter meter_arming(meter(), fail.armed);
     if (device) {
       const RunReport report = smoke_run(config, meter_arming, RunOptions{});
@@ -134,7 +147,6 @@ TEST_F(PhaseBudgetTest, ADeviceErrorEndsTheRunWithItsPhase) {
     } else {
       EXPECT_THROW(smoke_run(config, meter_arming, RunOptions{}), c10::Error);
     }
-    tracker.remove_observer(&fail);
   }
 }
 

@@ -16,8 +16,9 @@
 // The environment, as `oomguard run` reads it:
 //
 //   OOMGUARD_DEVICE        auto (default: CUDA when built with it and a device is visible),
-//                          cpu, cuda, cuda:N (gtest_main starts the binary again seeing the
-//                          N-th visible device alone: device 0 to LibTorch and device())
+//                          cpu, cuda, cuda:N (N > 0: gtest_main starts the binary again
+//                          seeing the N-th visible device alone, device 0 to LibTorch and
+//                          device(); a main of your own sets CUDA_VISIBLE_DEVICES instead)
 //   OOMGUARD_CARD          an emulated card: t4, a100-40, a100-80, h200
 //                          (<oomguard/memory/cards.h>)
 //   OOMGUARD_CAPACITY      or an emulated capacity ("12GiB")
@@ -123,8 +124,8 @@ struct PhaseResult {
 // reset first; an out-of-memory error inside is caught, recorded in the result and reported
 // as a test failure naming the phase. The figures also go into the test's XML properties
 // ("oomguard.<name>.peak_allocated_bytes", ...) and its report in OOMGUARD_REPORT_DIR.
-// On CUDA, and on CPU with a card, a test's first phase starts from an emptied cache with
-// both cuBLAS workspaces held, whatever tests ran before it in the process.
+// On CUDA, and on CPU with the allocator model (a card or capacity), a test's first measure()
+// starts from an emptied cache with both cuBLAS workspaces held, whatever ran before it.
 PhaseResult measure(const std::string& name, const std::function<void()>& body);
 
 // measure() of a loop: runs `step(0)` .. `step(steps - 1)` as the phase `name` and records

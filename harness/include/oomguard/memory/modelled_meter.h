@@ -104,6 +104,10 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   // (reserved + new segment > bytes fails; 0 for none).
   void set_capacity(int64_t bytes) override;
   void release_cache() override;  // every target's
+  // Forgets what the targets refused so far (outside every phase, e.g. the GoogleTest layer's
+  // workspace warm-up): no phase carries it as "ran out of memory earlier", and nothing
+  // refused is raised by the next allocation. What was refused stays unallocated.
+  void forget_refusals();
 
   void on_alloc(int64_t id, int64_t bytes) override;  // throws c10::OutOfMemoryError
   void on_free(int64_t id) override;
