@@ -42,30 +42,25 @@ nlohmann::json read_config_file(const std::string& path) {
 }
 
 // The device the run takes: auto takes CUDA when this build has the CUDA meter and a device is
-// visible; cuda:N is the N-th visible device, which execute_run makes the process's only one.
-// `where` names where it was asked for (--device, or OOMGUARD_DEVICE as for the GoogleTest
-// layer).
-memory::DeviceKind resolve_device(const DeviceAsked& asked, const std::string& where) {
-  memory::DeviceKind device = memory::DeviceKind::kCpu;
+// visible; cuda:N is the N-th visible device, which execute_run makes the process's only one
+// (`resolved.narrowing`). `where` names where it was asked for (--device, or OOMGUARD_DEVICE as
+// for the GoogleTest layer).
+void resolve_device(const DeviceAsked& asked, const std::string& where, ResolvedRun& resolved) {
   try {
-    device = memory::device_kind_from_string(memory::resolve_device(asked.kind));
-    (void)memory::cuda_device_settings(asked.index);  // refuses an N past the devices visible
+    resolved.device = memory::device_kind_from_string(memory::resolve_device(asked.kind));
+    resolved.narrowing = memory::cuda_device_settings(asked.index);
   } catch (const std::invalid_argument& e) {
     throw UsageError((where == "--device" ? "--" : where + ": ") + std::string(e.what()));
   }
-  return device;
 }
 
 // cuda:N with N > 0: the process starts again seeing that device alone (CUDA_VISIBLE_DEVICES,
 // from its own list where it has one), so that it is device 0 to LibTorch and the meter.
-void narrow_to_device(const RunRequest& args, int index) {
-  const memory::EnvSettings settings = memory::cuda_device_settings(index);
-  if (settings.empty())
+void narrow_to_device(const RunRequest& args, const memory::EnvSettings& narrowing) {
+  if (narrowing.empty())
     return;
-  log::info(
-      "device cuda:" + std::to_string(index) +
-      ": starting again with CUDA_VISIBLE_DEVICES=" + settings.front().second);
-  memory::start_again(args.argv, settings);
+  log::info("device: starting again with CUDA_VISIBLE_DEVICES=" + narrowing.front().second);
+  memory::start_again(args.argv, narrowing);
 }
 
 constexpr const char* kAllocConfFromConfig = "OOMGUARD_ALLOC_CONF_FROM_CONFIG";
@@ -148,7 +143,7 @@ void apply_alloc_conf(const RunRequest& args, const ResolvedRun& resolved, run::
     // One variable of two given (2.9+): the process starts again with both, or 2.9's CUDA
     // allocator would not see a PYTORCH_ALLOC_CONF alone.
     if (!env.all_set)
-      memory::start_again_with_alloc_conf(d.alloc_conf, args.argv);
+      memory::start_again(args.argv, memory::alloc_conf_settings(d.alloc_conf));
     return;
   }
   if (config.alloc_conf.empty()) {
@@ -159,7 +154,8 @@ void apply_alloc_conf(const RunRequest& args, const ResolvedRun& resolved, run::
       std::string("memory.alloc_conf: starting again with ") + sim::alloc_conf_variable(torch) +
       (sim::alloc_conf_variables(torch).size() > 1 ? " and PYTORCH_ALLOC_CONF" : "") + "=" +
       config.alloc_conf);
-  memory::start_again_with_alloc_conf(config.alloc_conf, args.argv, kAllocConfFromConfig);
+  memory::start_again(
+      args.argv, memory::alloc_conf_settings(config.alloc_conf, kAllocConfFromConfig));
 }
 
 constexpr const char* kWorkspaceFromCard = "OOMGUARD_CUBLAS_WORKSPACE_CONFIG_FROM_CARD";
@@ -251,8 +247,7 @@ ResolvedRun resolve_given(const RunRequest& args) {
   const bool cuda_asked = asked.kind == "cuda";
   if (cuda_asked)
     check_cuda_alloc_conf(resolved, emulated);
-  resolved.device = resolve_device(asked, where);
-  resolved.device_index = asked.index;
+  resolve_device(asked, where, resolved);
   const bool cuda = resolved.device == memory::DeviceKind::kCuda;
   if (!cuda_asked && cuda)  // auto found a device
     check_cuda_alloc_conf(resolved, emulated);
@@ -328,7 +323,7 @@ run::RunOptions run_options(const RunRequest& args, const ResolvedRun& resolved)
   options.device.type = resolved.device;
   options.device.card = args.card;
   if (resolved.device == memory::DeviceKind::kCuda) {
-    narrow_to_device(args, resolved.device_index);     // may start the process again
+    narrow_to_device(args, resolved.narrowing);        // may start the process again
     apply_alloc_conf(args, resolved, options.device);  // may start the process again
     options.budget_rules = cuda_budget_rules(args);    // may start the process again
   } else if (!config.alloc_conf.empty()) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/run/config.h"
+#include "harness/memory/start_again.h"
 #include "harness/run/smoke_run.h"
 #include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/modelled_meter.h>
@@ -49,7 +50,9 @@ struct ResolvedRun {
   run::RunConfig config;
   int64_t capacity_bytes = 0;                            // emulated card; 0: none
   memory::DeviceKind device = memory::DeviceKind::kCpu;  // auto resolved
-  int device_index = -1;        // cuda:N's N (the run narrows the process to it); -1: none
+  // cuda:N (N > 0): what narrows the process to that device (memory::cuda_device_settings);
+  // empty for none, or in the process so narrowed.
+  memory::EnvSettings narrowing;
   EnvAllocConf env_alloc_conf;  // CUDA: read once, checked here, applied by execute_run
   sim::AllocatorSettings cuda_alloc_settings;  // CUDA: what those (or memory.alloc_conf) ask
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model

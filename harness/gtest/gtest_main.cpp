@@ -15,7 +15,6 @@
 #include "harness/memory/built_torch.h"
 #include <oomguard/gtest.h>
 #include <oomguard/memory/budgets.h>
-#include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/sim/alloc_conf.h>
 #include "harness/gtest/registry.h"
@@ -29,16 +28,7 @@ namespace {
 // allocator reads its settings (OOMGUARD_ALLOC_CONF) from LibTorch's variables once, possibly
 // when LibTorch loads.
 oomguard::memory::EnvSettings settings_to_start_again_with() {
-  oomguard::memory::EnvSettings settings;
-  const char* device = std::getenv("OOMGUARD_DEVICE");
-  if (device != nullptr && *device != '\0') {
-    try {
-      settings = oomguard::memory::cuda_device_settings(
-          oomguard::memory::parse_device_asked(device).index);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("OOMGUARD_DEVICE: ") + e.what());
-    }
-  }
+  oomguard::memory::EnvSettings settings = oomguard::memory::device_from_env().narrowing;
   const char* wanted = std::getenv("OOMGUARD_ALLOC_CONF");
   if (wanted == nullptr || *wanted == '\0')
     return settings;

@@ -264,26 +264,15 @@ void take_cublas_workspaces(memory::MeterStack& stack) {
     model->forget_refusals();
 }
 
-// Set by a listener at each test's start (each repetition's, under --gtest_repeat).
+// Cleared at each test's start (detail::device_not_ready).
 std::mutex g_ready_mutex;
 bool g_device_ready = false;
 bool g_workspaces_taken = false;
 
-class NotReadyOnTestStart : public ::testing::EmptyTestEventListener {
-  void OnTestStart(const ::testing::TestInfo&) override {
-    std::lock_guard<std::mutex> lock(g_ready_mutex);
-    g_device_ready = false;
-  }
-};
-
 void ready_device(memory::MeterStack& stack) {
   if (stack.device() != "cuda" && stack.modelled() == nullptr)
     return;
-  static const bool listening = [] {
-    ::testing::UnitTest::GetInstance()->listeners().Append(new NotReadyOnTestStart);  // owned there
-    return true;
-  }();
-  (void)listening;
+  detail::watch_test_starts();
   std::lock_guard<std::mutex> lock(g_ready_mutex);
   if (g_device_ready)
     return;
@@ -325,6 +314,15 @@ PhaseResult measure_phase(
 }
 
 }  // namespace
+
+namespace detail {
+
+void device_not_ready() {
+  std::lock_guard<std::mutex> lock(g_ready_mutex);
+  g_device_ready = false;
+}
+
+}  // namespace detail
 
 PhaseResult measure(const std::string& name, const std::function<void()>& body) {
   return measure_phase(name, body, nullptr);

@@ -33,6 +33,14 @@ std::string oom_message(const PhaseResult& phase);
 // What was live at the peak, one tag per line, to follow a failure message.
 std::string live_lines(const PhaseResult& phase);
 
+// From the first call on, each test's start (each repetition's, under --gtest_repeat) clears
+// that test's record and calls device_not_ready(); called by the first recorded phase and the
+// first measure().
+void watch_test_starts();
+// The device is readied again before the running test's first measure() (measure.cpp, Note
+// [a test measures the same whatever ran before it]).
+void device_not_ready();
+
 // "Suite.Name" of the running test ("(no test)" outside one).
 std::string current_test_name();
 // The test's name as a file name: a parameterised test's '/' written '_'

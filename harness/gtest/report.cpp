@@ -129,24 +129,28 @@ void write_report(const std::string& test, const TestRecord& record) {
     write_file_atomically(file + ".seed-" + std::to_string(record.seed) + ".json", text);
 }
 
-// A test run again in the same process (--gtest_repeat) starts a new record, so its report
-// holds the phases of that run only.
-class ForgetOnTestStart final : public ::testing::EmptyTestEventListener {
+// At each test's start: a test run again in the same process (--gtest_repeat) starts a new
+// record, so its report holds the phases of that run only, and the device is readied again
+// before its first measure().
+class TestStarts final : public ::testing::EmptyTestEventListener {
   void OnTestStart(const ::testing::TestInfo& info) override {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_tests.erase(std::string(info.test_suite_name()) + "." + info.name());
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_tests.erase(std::string(info.test_suite_name()) + "." + info.name());
+    }
+    device_not_ready();
   }
 };
 
-void forget_each_test_on_start() {
+}  // namespace
+
+void watch_test_starts() {
   static const bool added = [] {
-    ::testing::UnitTest::GetInstance()->listeners().Append(new ForgetOnTestStart);  // owned there
+    ::testing::UnitTest::GetInstance()->listeners().Append(new TestStarts);  // owned there
     return true;
   }();
   (void)added;
 }
-
-}  // namespace
 
 std::string file_name_of(std::string test) {
   for (char& c : test)
@@ -162,7 +166,7 @@ std::string current_test_name() {
 }
 
 void record_phase(const PhaseResult& result) {
-  forget_each_test_on_start();
+  watch_test_starts();
   std::lock_guard<std::mutex> lock(g_mutex);
   TestRecord& record = g_tests[result.test];
   PhaseEntry& entry = record.phases.emplace_back();

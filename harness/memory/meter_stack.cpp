@@ -9,7 +9,6 @@
 
 #include "harness/memory/built_torch.h"
 #include "harness/memory/start_again.h"
-#include <oomguard/memory/device_kind.h>
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/memory/operator_callbacks.h"
@@ -81,23 +80,15 @@ std::vector<ModelTarget> extra_targets(const std::string& text, const sim::GpuRu
 
 MeterOptions meter_options_from_env() {
   MeterOptions options;
-  if (const char* device = env_or_null("OOMGUARD_DEVICE")) {
-    EnvSettings narrowing;
-    try {
-      const DeviceAsked asked = parse_device_asked(device);
-      options.device = asked.kind;
-      narrowing = cuda_device_settings(asked.index);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("OOMGUARD_DEVICE: ") + e.what());
-    }
-    // cuda:N is measured as device 0 of a process that sees it alone.
-    if (!narrowing.empty())
-      throw std::invalid_argument(
-          std::string("OOMGUARD_DEVICE=") + device +
-          ": this process sees every device; oomguard::gtest_main starts the binary again "
-          "seeing that one alone, and in a main of your own set CUDA_VISIBLE_DEVICES=" +
-          narrowing.front().second + " and OOMGUARD_DEVICE=cuda instead");
-  }
+  const DeviceFromEnv device = device_from_env();
+  options.device = device.asked.kind;
+  // cuda:N is measured as device 0 of a process that sees it alone.
+  if (!device.narrowing.empty())
+    throw std::invalid_argument(
+        std::string("OOMGUARD_DEVICE=") + env_or_null("OOMGUARD_DEVICE") +
+        ": this process sees every device; oomguard::gtest_main starts the binary again "
+        "seeing that one alone, and in a main of your own set CUDA_VISIBLE_DEVICES=" +
+        device.narrowing.front().second + " and OOMGUARD_DEVICE=cuda instead");
   if (const char* trace = env_or_null("OOMGUARD_TRACE")) {
     if (resolve_device(options.device) != "cpu")
       throw std::invalid_argument(

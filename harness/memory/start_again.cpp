@@ -32,10 +32,6 @@ EnvSettings alloc_conf_settings(const std::string& conf, const char* marker) {
   return settings;
 }
 
-void start_again_with_alloc_conf(const std::string& conf, char** argv, const char* marker) {
-  start_again(argv, alloc_conf_settings(conf, marker));
-}
-
 EnvSettings cuda_device_settings(int index) {
   const char* narrowed = std::getenv(kNarrowedTo);
   if (index <= 0 || (narrowed != nullptr && std::to_string(index) == narrowed))
@@ -52,6 +48,20 @@ EnvSettings cuda_device_settings(int index) {
   return {
       {"CUDA_VISIBLE_DEVICES", visible_gpus(count, visible)[static_cast<size_t>(index)]},
       {kNarrowedTo, std::to_string(index)}};
+}
+
+DeviceFromEnv device_from_env() {
+  DeviceFromEnv out;
+  const char* device = std::getenv("OOMGUARD_DEVICE");
+  if (device == nullptr || *device == '\0')
+    return out;
+  try {
+    out.asked = parse_device_asked(device);
+    out.narrowing = cuda_device_settings(out.asked.index);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("OOMGUARD_DEVICE: ") + e.what());
+  }
+  return out;
 }
 
 void start_again(char** argv, const EnvSettings& settings) {

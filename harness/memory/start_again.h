@@ -8,14 +8,9 @@
 #include <utility>
 #include <vector>
 
-namespace oomguard::memory {
+#include <oomguard/memory/device_kind.h>
 
-// Puts `conf` into every settings variable of this LibTorch (sim::alloc_conf_variables), and also
-// into `marker` when it is not null (so the process knows the value came from it), then replaces
-// the process with itself run on `argv`. Does not return; throws std::runtime_error when it cannot
-// start again.
-[[noreturn]] void start_again_with_alloc_conf(
-    const std::string& conf, char** argv, const char* marker = nullptr);
+namespace oomguard::memory {
 
 // Variables to set (name, value) before starting again.
 using EnvSettings = std::vector<std::pair<std::string, std::string>>;
@@ -28,6 +23,15 @@ EnvSettings alloc_conf_settings(const std::string& conf, const char* marker = nu
 // process so started. Throws std::invalid_argument "device cuda:N: ..." when no CUDA device is
 // usable (saying why) or fewer than N + 1 are visible.
 EnvSettings cuda_device_settings(int index);
+
+// OOMGUARD_DEVICE (auto when unset) and what narrows this process to it
+// (cuda_device_settings). Throws std::invalid_argument "OOMGUARD_DEVICE: ..." for a value
+// parse_device_asked refuses or a cuda:N this machine cannot give.
+struct DeviceFromEnv {
+  DeviceAsked asked;
+  EnvSettings narrowing;
+};
+DeviceFromEnv device_from_env();
 
 // Replaces the process with itself run on `argv`, its environment as it is now plus
 // `settings` (variables read at start-up). Does not return; throws std::runtime_error naming

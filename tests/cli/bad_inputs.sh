@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bad_inputs.sh OOMGUARD TORCH_VERSION: every bad input exits 2 with one line on stderr that
-# names it, before anything runs.
+# bad_inputs.sh OOMGUARD TWO_ALLOC_CONF_VARIABLES: every bad input exits 2 with one line on
+# stderr that names it, before anything runs.
 set -u
 cli=$1
-torch_version=$2  # LibTorch's, as the build found it (2.15.0)
+two_alloc_conf_variables=$2  # 1 where this LibTorch reads two allocator variables (2.9+)
 # No CUDA device, even on a GPU machine: --device cuda must then be refused.
 export CUDA_VISIBLE_DEVICES=
 dir=$(mktemp -d)
@@ -99,10 +99,9 @@ for c in "OOMGUARD_DEVICE=tpu|OOMGUARD_DEVICE: device tpu" "OOMGUARD_DEVICE=cuda
     echo "ok: ${c%%|*} run -> $err"
   fi
 done
-# LibTorch 2.9 and later read two allocator variables (sim::alloc_conf_variables): a CUDA run
-# given two values is refused before it looks for the device, naming both.
-if [ "${torch_version%%.*}" -gt 2 ] || { [ "${torch_version%%.*}" = 2 ] &&
-    v=${torch_version#*.} && [ "${v%%.*}" -ge 9 ]; }; then
+# Where LibTorch reads two allocator variables, a CUDA run given two values is refused before
+# it looks for the device, naming both.
+if [ "$two_alloc_conf_variables" = 1 ]; then
   err=$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTORCH_ALLOC_CONF=expandable_segments:False \
     "$cli" run --device cuda 2>&1 >/dev/null); rc=$?
   want="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and PYTORCH_ALLOC_CONF=expandable_segments:False disagree"

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 
 #include "data/tokenizer.h"
 #include "harness/interrupt.h"
+#include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/sizes.h>
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/gtest.h>
@@ -74,38 +76,20 @@ TEST_F(PhaseBudgetTest, EmulatedOomIsCaughtWithItsPhase) {
   EXPECT_NE(report.oom->message.find("out of memory"), std::string::npos);
 }
 
-// The tracker's figures; each phase's start (its peak reset) arms `fail`, so the failure
-// comes from inside a phase and not from the run's setup.
-class ArmingMeter final : public memory::Meter {
+// Raises `message` at the first allocation of the train phase (memory::alloc_site), as a
+// failed kernel's error surfaces at LibTorch's next CUDA call.
+class FailInTraining final : public memory::AllocationObserver {
  public:
-  ArmingMeter(memory::Meter& inner, std::atomic<bool>& fail) : inner_(inner), fail_(fail) {}
-  std::string name() const override { return inner_.name(); }
-  memory::MemoryStats stats() const override { return inner_.stats(); }
-  void reset_peak() override {
-    inner_.reset_peak();
-    fail_ = true;
-  }
-  void set_capacity(int64_t bytes) override { inner_.set_capacity(bytes); }
-
- private:
-  memory::Meter& inner_;
-  std::atomic<bool>& fail_;
-};
-
-// Raises `message` at the first allocation once armed, as a failed kernel's error surfaces at
-// LibTorch's next CUDA call.
-class FailAtNextAllocation final : public memory::AllocationObserver {
- public:
-  explicit FailAtNextAllocation(std::string message) : message_(std::move(message)) {}
+  explicit FailInTraining(std::string message) : message_(std::move(message)) {}
   void on_alloc(int64_t, int64_t) override {
-    if (armed.exchange(false))
+    if (std::strcmp(memory::alloc_site().phase, "train") == 0 && !failed_.exchange(true))
       TORCH_CHECK(false, message_);
   }
   void on_free(int64_t) override {}
-  std::atomic<bool> armed{false};
 
  private:
   std::string message_;
+  std::atomic<bool> failed_{false};
 };
 
 // The process's tracker holds `observer` while this lives (a failed assertion returns early).
@@ -128,13 +112,12 @@ class ObserverAdded {
 TEST_F(PhaseBudgetTest, ADeviceErrorEndsTheRunWithItsPhase) {
   const RunConfig config = testing::small_config();
   for (const bool device : {true, false}) {
-    FailAtNextAllocation fail(
+    FailInTraining fail(
         device ? "CUDA error: an illegal memory access was encountered"
                : "mat1 and mat2 shapes cannot be multiplied");
     const ObserverAdded added(fail);
-    ArmingMeter meter_arming(meter(), fail.armed);
     if (device) {
-      const RunReport report = smoke_run(config, meter_arming, RunOptions{});
+      const RunReport report = smoke_run(config, meter(), RunOptions{});
       EXPECT_EQ(report.outcome, memory::PhaseStatus::kDeviceError);
       EXPECT_EQ(report.phases.size(), 1u) << "the run goes on after the device failed";
       ASSERT_TRUE(report.device_error.has_value());
@@ -145,7 +128,7 @@ TEST_F(PhaseBudgetTest, ADeviceErrorEndsTheRunWithItsPhase) {
       ASSERT_TRUE(record.device_error.has_value());
       EXPECT_EQ(record.device_error->phase, "train");
     } else {
-      EXPECT_THROW(smoke_run(config, meter_arming, RunOptions{}), c10::Error);
+      EXPECT_THROW(smoke_run(config, meter(), RunOptions{}), c10::Error);
     }
   }
 }
