@@ -1,6 +1,8 @@
 #include "data/corpus.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <random>
 
 namespace oomguard::data {
@@ -27,21 +29,44 @@ constexpr std::array<const char*, 8> kObjects = {
     "the logits",
     "its state"};
 
+// The draw's bounds for a sample: [lo, hi) bytes.
+struct LengthRange {
+  double lo, hi;
+};
+LengthRange length_range(const CorpusConfig& config, bool long_tail) {
+  const double max_length = static_cast<double>(config.max_length);
+  return long_tail ? LengthRange{2.0 * max_length, config.long_tail_factor * max_length}
+                   : LengthRange{0.25 * max_length, 0.9 * max_length};
+}
+
+size_t draw_length(const LengthRange& r, double u) {
+  return static_cast<size_t>(r.lo + (r.hi - r.lo) * u);
+}
+
 }  // namespace
+
+int64_t longest_synthetic_length(const CorpusConfig& config) {
+  // generate_canonical never returns 1: at most the double just below it. The draw is
+  // monotone in u, so that u gives the longest sample.
+  const double u_max = std::nextafter(1.0, 0.0);
+  const size_t short_max = draw_length(length_range(config, false), u_max);
+  if (config.long_tail_fraction <= 0.0)
+    return static_cast<int64_t>(short_max);
+  return static_cast<int64_t>(std::max(short_max, draw_length(length_range(config, true), u_max)));
+}
 
 std::vector<std::string> make_synthetic_corpus(const CorpusConfig& config) {
   std::mt19937_64 rng(config.seed);
   std::uniform_int_distribution<size_t> word(0, 7);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const double max_length = static_cast<double>(config.max_length);
+  const auto longest = static_cast<size_t>(longest_synthetic_length(config));
 
   std::vector<std::string> samples;
   samples.reserve(static_cast<size_t>(config.num_samples));
   for (int64_t i = 0; i < config.num_samples; ++i) {
     const bool long_tail = unit(rng) < config.long_tail_fraction;
-    const double lo = long_tail ? 2.0 * max_length : 0.25 * max_length;
-    const double hi = long_tail ? config.long_tail_factor * max_length : 0.9 * max_length;
-    const auto target = static_cast<size_t>(lo + (hi - lo) * unit(rng));
+    const size_t drawn = draw_length(length_range(config, long_tail), unit(rng));
+    const size_t target = config.longest_lengths ? longest : drawn;
     std::string text;
     while (text.size() < target) {
       text += kSubjects[word(rng)];

@@ -12,7 +12,17 @@ struct CorpusConfig {
   double long_tail_fraction = 0.03;  // share of samples several times longer than max_length
   double long_tail_factor = 6.0;     // long samples are up to this many times max_length
   uint64_t seed = 0;
+  // data.lengths "longest": every sample as long as the generator can draw one
+  // (longest_synthetic_length), the text still drawn from the seed: the corpus behind a
+  // worst case.
+  bool longest_lengths = false;
 };
+
+// The longest sample make_synthetic_corpus can draw under `config`, in bytes: the draw
+// lo + (hi - lo) * u, truncated, at the largest u the uniform distribution returns (just
+// below 1), with hi long_tail_factor x max_length when any sample may be long-tail, else
+// 0.9 x max_length. Floating-point rounding can make it hi itself.
+int64_t longest_synthetic_length(const CorpusConfig& config);
 
 // Sentences from a small fixed grammar, so a byte-level model can learn them (the loss
 // falls within a few dozen steps). Most samples fall in [max_length/4, 0.9 max_length];

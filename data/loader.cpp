@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include <c10/util/Exception.h>
 
@@ -12,14 +13,33 @@ Loader::Loader(
     const std::vector<std::string>& samples,
     int64_t batch_size,
     uint64_t seed,
-    CollatorOptions collator)
-    : samples_(samples), batch_size_(batch_size), seed_(seed), collator_(collator) {
+    CollatorOptions collator,
+    std::vector<size_t> given)
+    : samples_(samples),
+      batch_size_(batch_size),
+      seed_(seed),
+      collator_(collator),
+      given_(std::move(given)) {
   TORCH_CHECK(!samples_.empty(), "loader: no samples");
   TORCH_CHECK(batch_size_ > 0, "loader: batch_size must be positive, got ", batch_size_);
+  for (const size_t i : given_)
+    TORCH_CHECK(
+        i < samples_.size(),
+        "loader: sample ",
+        i,
+        " in the given order, but there are ",
+        samples_.size(),
+        " samples");
   reshuffle();
 }
 
 void Loader::reshuffle() {
+  if (!given_.empty()) {
+    order_ = given_;
+    cursor_ = 0;
+    ++epoch_;
+    return;
+  }
   order_.resize(samples_.size());
   std::iota(order_.begin(), order_.end(), size_t{0});
   std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + epoch_);

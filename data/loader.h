@@ -1,5 +1,5 @@
 #pragma once
-// Seeded shuffling loader: epochs of batches whose order depends on the seed.
+// Seeded shuffling loader: epochs of batches whose order depends on the seed, or a given order.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,11 +10,15 @@ namespace oomguard::data {
 
 class Loader {
  public:
+  // `given`: the sample indices to take, in this order, again from its start when it runs out
+  // (data.train_order, data.evaluate_order); empty: every sample once per epoch, shuffled from
+  // the seed.
   Loader(
       const std::vector<std::string>& samples,
       int64_t batch_size,
       uint64_t seed,
-      CollatorOptions collator);
+      CollatorOptions collator,
+      std::vector<size_t> given = {});
 
   // The next batch; a new epoch (reshuffled) starts when the samples run out.
   Batch next();
@@ -29,6 +33,7 @@ class Loader {
   uint64_t seed_;
   uint64_t epoch_ = 0;
   CollatorOptions collator_;
+  std::vector<size_t> given_;
   std::vector<size_t> order_;
   size_t cursor_ = 0;
   std::vector<size_t> last_;

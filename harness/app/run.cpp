@@ -9,6 +9,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "data/corpus.h"
 #include "data/text_source.h"
 #include "harness/memory/built_torch.h"
 #include "harness/app/inputs.h"
@@ -16,6 +17,7 @@
 #include "harness/atomic_file.h"
 #include "harness/interrupt.h"
 #include "harness/log.h"
+#include "harness/shell_quote.h"
 #include "harness/memory/start_again.h"
 #include "harness/run/cuda_budget.h"
 #include <oomguard/memory/cards.h>
@@ -217,6 +219,73 @@ void resolve_cpu_snapshot(const RunRequest& args, ResolvedRun& resolved) {
   }
 }
 
+// data.train_order and data.evaluate_order name samples of the data file.
+void check_orders(const run::RunConfig& config, size_t samples) {
+  for (const auto& [key, order] :
+       {std::pair{"data.train_order", &config.train_order},
+        std::pair{"data.evaluate_order", &config.evaluate_order}})
+    for (const size_t i : *order)
+      if (i >= samples)
+        throw UsageError(
+            std::string("config key ") + key + ": sample " + std::to_string(i) +
+            ", but data file " + config.data_file + " holds " + std::to_string(samples) +
+            " samples (0 .. " + std::to_string(samples - 1) + ")");
+}
+
+// What the worst case depends on: the samples' lengths (a data file's, or every sample of the
+// synthetic corpus the longest the generator draws), the collator, the phases and the guards.
+WorstCaseData worst_case_data(
+    const run::RunConfig& c, const std::vector<std::string>& file_samples) {
+  WorstCaseData d;
+  d.synthetic = file_samples.empty();
+  if (d.synthetic)
+    d.lengths.assign(
+        static_cast<size_t>(c.corpus.num_samples), data::longest_synthetic_length(c.corpus));
+  for (const std::string& s : file_samples)
+    d.lengths.push_back(static_cast<int64_t>(s.size()));
+  d.batch_size = c.batch_size;
+  d.pad_to_longest = !c.guards.truncate;
+  d.cut = c.guards.truncate ? c.max_length : c.model.max_seq_len;
+  d.train_steps = c.train.steps;
+  d.evaluate_batches = c.evaluate.batches;
+  d.prompts = c.generate.prompts;
+  d.prompt_length = c.generate.prompt_length;
+  d.cap_new_tokens = c.guards.max_new_tokens;
+  d.max_new_tokens = c.generate.max_new_tokens;
+  d.max_seq_len = c.model.max_seq_len;
+  return d;
+}
+
+// --worst-case: the plan, and the run's config made to take its inputs (the report's config
+// stays the one asked for; its worst_case section says what ran).
+void resolve_worst_case(
+    const RunRequest& args, ResolvedRun& resolved, const std::vector<std::string>& file_samples) {
+  run::RunConfig& c = resolved.config;
+  if (!c.train_order.empty() || !c.evaluate_order.empty())
+    throw UsageError(
+        "--worst-case chooses data.train_order and data.evaluate_order itself; drop them (or "
+        "drop --worst-case to run the orders given)");
+  ResolvedRun::WorstCase w;
+  w.data = worst_case_data(c, file_samples);
+  w.plan = plan_worst_case(w.data);
+  const int64_t longest = *std::max_element(w.data.lengths.begin(), w.data.lengths.end());
+  w.inputs = w.data.synthetic
+                 ? "the synthetic corpus with every sample " + std::to_string(longest) +
+                       " bytes (data.lengths=longest: the longest the generator draws for "
+                       "data.max_length " +
+                       std::to_string(c.max_length) + " and long_tail_factor " +
+                       nlohmann::json(c.corpus.long_tail_factor).dump() +
+                       "), its text drawn with seed " + std::to_string(args.seed)
+                 : "data file " + c.data_file + " (" + std::to_string(w.data.lengths.size()) +
+                       " samples, the longest " + std::to_string(longest) +
+                       " bytes) in the orders named; no seed chooses them";
+  c.train_order = w.plan.train_order;
+  c.evaluate_order = w.plan.evaluate_order;
+  c.train.steps = w.plan.train_steps;
+  c.corpus.longest_lengths = w.data.synthetic;
+  resolved.worst_case = std::move(w);
+}
+
 ResolvedRun resolve_given(const RunRequest& args) {
   nlohmann::json overrides = nlohmann::json::object();
   if (!args.config_file.empty())
@@ -228,17 +297,21 @@ ResolvedRun resolve_given(const RunRequest& args) {
   ResolvedRun resolved;
   resolved.config = run::load_config(overrides);
   // A bad data file is a usage error too: found here, before anything runs.
+  std::vector<std::string> file_samples;
   if (!resolved.config.data_file.empty()) {
     const auto& g = resolved.config.generate;
-    const auto samples = data::read_samples(resolved.config.data_file);
-    const auto long_enough = static_cast<int64_t>(phases::prompt_sources(samples, g).size());
+    file_samples = data::read_samples(resolved.config.data_file);
+    const auto long_enough = static_cast<int64_t>(phases::prompt_sources(file_samples, g).size());
     if (long_enough < g.prompts)
       throw UsageError(
           "data file " + resolved.config.data_file + ": " + std::to_string(long_enough) +
           " samples hold generate.prompt_length = " + std::to_string(g.prompt_length) +
           " bytes, generate.prompts needs " + std::to_string(g.prompts) +
           "; lower generate.prompts or generate.prompt_length");
+    check_orders(resolved.config, file_samples.size());
   }
+  if (args.worst_case)
+    resolve_worst_case(args, resolved, file_samples);
   // Settings a CUDA run cannot measure faithfully are refused before the device is looked
   // for, so that the refusal reads the same on every machine.
   const bool emulated = !args.card.empty() || !args.capacity.empty();
@@ -539,7 +612,20 @@ run::RunReport execute_run(
   memory::CudaSegments segments_seen;
   options.on_phase = phase_logger(capacity, live, cuda, segments_seen);
   install_interrupt_handlers();
+  if (resolved.worst_case)
+    log::info(
+        "worst case: " + resolved.worst_case->inputs + "; train runs " +
+        std::to_string(resolved.worst_case->plan.train_steps) + " of " +
+        std::to_string(resolved.worst_case->data.train_steps) + " steps");
   run::RunReport report = run::smoke_run(resolved.config, stack->meter(), options);
+  if (resolved.worst_case)
+    report.worst_case = worst_case_json(
+        resolved.worst_case->plan,
+        resolved.worst_case->data,
+        static_cast<uint64_t>(args.seed),
+        resolved.worst_case->inputs,
+        worst_case_reproduce(args, resolved),
+        /*reserved_figures=*/resolved.model.has_value() || cuda != nullptr);
   if (recorder)
     stack->tracker().remove_observer(recorder);
   if (live)
@@ -574,6 +660,36 @@ run::RunReport execute_run(
                : "; oomguard replay " + args.snapshot_file + " replays it"));
     });
   return report;
+}
+
+std::string worst_case_reproduce(const RunRequest& a, const ResolvedRun& resolved) {
+  const bool named = a.argv != nullptr && a.argv[0] != nullptr;
+  std::string cmd =
+      shell_quote(named ? a.argv[0] : "oomguard") + " run --seed " + std::to_string(a.seed);
+  const auto option = [&cmd](const char* name, const std::string& value) {
+    cmd += std::string(" ") + name + " " + shell_quote(value);
+  };
+  if (!a.config_file.empty())
+    option("--config", a.config_file);
+  for (const std::string& s : a.sets)
+    option("--set", s);
+  for (const std::string& g : a.disabled_guards)
+    option("--disable-guard", g);
+  for (const auto& [name, value] :
+       {std::pair{"--device", a.device}, {"--card", a.card}, {"--capacity", a.capacity}})
+    if (!value.empty())
+      option(name, value);
+  if (a.allocator_model != "none")
+    option("--allocator-model", a.allocator_model);
+  if (a.rules != "all")
+    option("--rules", a.rules);
+  if (a.fail_on_retry)
+    cmd += " --fail-on-retry";
+  if (resolved.worst_case)
+    for (const std::string& s :
+         worst_case_sets(resolved.worst_case->plan, resolved.worst_case->data))
+      option("--set", s);
+  return cmd;
 }
 
 std::string disabled_guards(const run::Guards& guards) {

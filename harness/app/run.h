@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/app/worst_case.h"
 #include "harness/run/config.h"
 #include "harness/memory/start_again.h"
 #include "harness/run/smoke_run.h"
@@ -31,6 +32,8 @@ struct RunRequest {
   bool print_config = false;
   bool print_budgets = false;
   bool fail_on_retry = false;
+  // --worst-case: each phase on the worst inputs its data allows (app/worst_case.h).
+  bool worst_case = false;
   // The process's own arguments: a run that must put allocator settings into the environment
   // before LibTorch starts re-executes itself with them.
   char** argv = nullptr;
@@ -62,6 +65,13 @@ struct ResolvedRun {
   // workspaces it adds at the trace's gemm events (--rules).
   std::optional<sim::AllocatorSettings> snapshot_settings;
   sim::CublasWorkspace snapshot_workspace;
+  // --worst-case: the plan (whose orders and steps `config` now takes) and what it rests on.
+  struct WorstCase {
+    WorstCasePlan plan;
+    WorstCaseData data;
+    std::string inputs;  // the inputs in words, for the report
+  };
+  std::optional<WorstCase> worst_case;
 };
 
 // Checks everything the request gives (config, sets, guards, card, capacity, device, rules)
@@ -70,6 +80,10 @@ ResolvedRun resolve_run(const RunRequest& request);
 
 // The guards switched off, "a,b" or "none".
 std::string disabled_guards(const run::Guards& guards);
+
+// The command that runs the worst case's inputs as a plain run: the request's options with the
+// plan's --set options (the whole train phase, not just its two steps).
+std::string worst_case_reproduce(const RunRequest& request, const ResolvedRun& resolved);
 
 // Runs the resolved request: the device prepared (on CUDA the process may start again with
 // the allocator settings or the card's cuBLAS workspaces), the meters, the phases, then the

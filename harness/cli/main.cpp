@@ -74,6 +74,13 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "write the run as a PyTorch memory snapshot pickle, for PyTorch's memory viewer and "
       "oomguard replay: on CUDA the allocator's own recorded history; on CPU its allocations "
       "through the caching-allocator model (memory.alloc_conf, the card)");
+  app.add_flag(
+      "--worst-case",
+      args.worst_case,
+      "run each phase on the worst inputs its data allows instead of the seed's: the longest "
+      "samples in the batches where they cost most (any corpus the generator can draw, or a "
+      "data file in any order), so one run bounds every seed's allocated peak; the report "
+      "names the inputs and the command that reproduces them");
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
   app.add_flag(
       "--print-budgets",
@@ -212,6 +219,10 @@ RunArgs parse_run_args(const std::vector<std::string>& run_args) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string("run options: ") + e.what());
   }
+  if (parser.count("--worst-case") > 0)
+    throw UsageError(
+        "repeat: --worst-case needs one run, not N: run oomguard run --worst-case with the same "
+        "options");
   for (const char* owned : {"--seed", "--report", "--print-config", "--print-budgets"}) {
     if (parser.count(owned) > 0)
       throw UsageError(

@@ -14,6 +14,12 @@ void print_table(const run::RunReport& report) {
   using memory::format_size;
   // Measured on CUDA, predicted by the allocator model: not there on a plain CPU run.
   const bool reserved = !report.phases.empty() && report.phases[0].memory.peak_reserved_bytes >= 0;
+  const nlohmann::json& worst = report.worst_case;
+  if (worst.is_object())
+    std::printf(
+        "worst case (--worst-case): each phase on the worst inputs its data allows; the peaks "
+        "bound every seed's and data order's%s\n",
+        reserved ? " (reserved: these inputs in the order run, not a bound)" : "");
   std::printf("%-10s %-16s %12s %12s %9s", "phase", "status", "peak", "budget", "headroom");
   if (reserved)
     std::printf(" %12s %8s", "reserved", "retries");
@@ -34,6 +40,15 @@ void print_table(const run::RunReport& report) {
     std::printf(" %8.2f\n", p.memory.wall_seconds);
   }
   std::printf("outcome: %s\n", memory::to_string(report.outcome));
+  if (worst.is_object()) {
+    for (const auto& p : worst.at("phases"))
+      if (!p.at("attained").get<bool>())
+        std::printf(
+            "%s: an upper bound no data order may reach: %s\n",
+            p.at("name").get<std::string>().c_str(),
+            p.at("how").get<std::string>().c_str());
+    std::printf("reproduce: %s\n", worst.at("reproduce").get<std::string>().c_str());
+  }
 }
 
 }  // namespace

@@ -72,13 +72,14 @@ TestFigures report_test(const json& doc, std::string name, const std::string& pa
   TestFigures t;
   t.name = std::move(name);
   t.conditions = {
-      {"seed", std::to_string(run.seed)},
+      {"seed", run.seed ? std::to_string(*run.seed) : std::string("none")},
       {"device", memory::to_string(run.device.type)},
       {"card", none_if_empty(run.device.card)},
       {"capacity", memory::format_size(run.capacity_bytes)},
       {"allocator settings", none_if_empty(run.device.alloc_conf)},
       {"allocator model", none_if_empty(run.device.allocator_model)},
-      {"model rules", none_if_empty(run.device.model_rules)}};
+      {"model rules", none_if_empty(run.device.model_rules)},
+      {"worst case", run.worst_case.is_null() ? "no" : "yes (--worst-case)"}};
   t.context.emplace_back("LibTorch", run.torch_version);
   // The config holds the guards too; a test's report has neither.
   flatten(run.config, "", t.context);

@@ -8,6 +8,7 @@
 
 #include "harness/repeat/flake_stats.h"
 #include "harness/report/run_report.h"
+#include "harness/shell_quote.h"
 #include "harness/xml_text.h"
 
 namespace oomguard::repeat {
@@ -21,16 +22,6 @@ double pressure(const Iteration& it) {
           std::max(worst, static_cast<double>(p.peak_bytes) / static_cast<double>(p.budget_bytes));
   }
   return worst;
-}
-
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789-_./=:,+@%") == std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s)
-    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 }  // namespace

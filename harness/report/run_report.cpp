@@ -162,7 +162,7 @@ json to_json(const RunRecord& r) {
   json doc = {
       {"schema", kRunReportSchema},
       {"outcome", memory::to_string(r.outcome)},
-      {"seed", r.seed},
+      {"seed", r.seed ? json(*r.seed) : json(nullptr)},
       {"device", memory::to_string(r.device.type)},
       {"device_info", device_json(r.device)},
       {"torch_version", r.torch_version},
@@ -175,6 +175,8 @@ json to_json(const RunRecord& r) {
       {"oom", oom}};
   if (!r.test_name.empty())
     doc["test"] = {{"name", r.test_name}, {"source", r.test_source}};
+  if (!r.worst_case.is_null())
+    doc["worst_case"] = r.worst_case;
   return doc;
 }
 
@@ -196,10 +198,16 @@ RunRecord run_record_from_json(const json& doc, const std::string& source) {
     r.test_source = f.text(doc["test"], "source", "the report.test");
   }
   r.outcome = status_of(f, doc, "outcome", where);
-  const int64_t seed = f.integer(doc, "seed", where);
-  if (seed < 0)
-    f.bad("the report.seed is negative");
-  r.seed = static_cast<uint64_t>(seed);
+  if (f.at(doc, "seed", where).is_null()) {
+    r.seed.reset();
+  } else {
+    const int64_t seed = f.integer(doc, "seed", where);
+    if (seed < 0)
+      f.bad("the report.seed is negative");
+    r.seed = static_cast<uint64_t>(seed);
+  }
+  if (doc.contains("worst_case") && !doc["worst_case"].is_null())
+    r.worst_case = f.object(doc, "worst_case", where);
   r.device = read_device(f, doc);
   r.torch_version = f.text(doc, "torch_version", where);
   r.capacity_bytes = f.bytes(doc, "capacity_bytes", where, false);

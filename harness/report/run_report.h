@@ -74,7 +74,8 @@ struct RunRecord {
   std::string test_name;    // a test's report: "Suite.Name"; "" for a run's
   std::string test_source;  // a test's report: what wrote it ("oomguard::gtest")
   memory::PhaseStatus outcome = memory::PhaseStatus::kPass;  // the worst of its phases
-  uint64_t seed = 0;
+  // The run's seed; none (null) for a worst case whose inputs no seed chose (a data file's).
+  std::optional<uint64_t> seed = 0;
   DeviceInfo device;
   std::string torch_version;  // "2.15.0"
   int64_t capacity_bytes = 0;
@@ -84,6 +85,9 @@ struct RunRecord {
   std::vector<sim::RuleEffect> budget_rules;  // added to the config's budgets for this device
   std::optional<DeviceErrorRecord> device_error;
   std::optional<OomRecord> oom;
+  // `oomguard run --worst-case`: the inputs each phase's figures come from and how far they
+  // bind (app::worst_case_json); null otherwise. Read back as it was.
+  nlohmann::json worst_case = nullptr;
 };
 
 nlohmann::json to_json(const RunRecord& record);

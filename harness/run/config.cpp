@@ -15,7 +15,8 @@ constexpr const char* kDefault = R"({
             "attention_dropout": 0.0,
             "max_seq_len": 1024},
   "data": {"file": "", "samples": 512, "max_length": 128, "batch_size": 8,
-           "long_tail_fraction": 0.03, "long_tail_factor": 6.0},
+           "long_tail_fraction": 0.03, "long_tail_factor": 6.0, "lengths": "drawn",
+           "train_order": [], "evaluate_order": []},
   "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0},
   "evaluate": {"batches": 8},
   "generate": {"prompts": 4, "prompt_length": 32, "max_new_tokens": 64, "greedy": true,
@@ -94,6 +95,19 @@ class Reader {
   }
   const nlohmann::json& at(const char* section, const char* key) const {
     return doc_.at(section).at(key);
+  }
+  // A list of sample indices (data.train_order); each checked against the samples when they
+  // are known (app::resolve_run, the loader).
+  std::vector<size_t> indices(const char* section, const char* key) const {
+    std::vector<size_t> out;
+    for (const nlohmann::json& v : at(section, key)) {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        throw ConfigError(
+            std::string("config key ") + section + "." + key + ": " + v.dump() +
+            " is not a sample index; expected integers from 0");
+      out.push_back(v.get<size_t>());
+    }
+    return out;
   }
 
  private:
@@ -194,6 +208,24 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.batch_size = r.integer("data", "batch_size", 1, 4096);
   c.corpus.long_tail_fraction = r.number("data", "long_tail_fraction", 0.0, 1.0);
   c.corpus.long_tail_factor = r.number("data", "long_tail_factor", 2.0, 64.0);
+  const std::string lengths = r.at("data", "lengths").get<std::string>();
+  if (lengths != "drawn" && lengths != "longest")
+    throw ConfigError(
+        "config key data.lengths: \"" + lengths + "\" is not allowed; use drawn or longest");
+  c.corpus.longest_lengths = lengths == "longest";
+  if (c.corpus.longest_lengths && !c.data_file.empty())
+    throw ConfigError(
+        "config key data.lengths: longest makes the synthetic corpus, and data.file " +
+        c.data_file + " is given; drop one");
+  c.train_order = r.indices("data", "train_order");
+  c.evaluate_order = r.indices("data", "evaluate_order");
+  for (const auto* order : {&c.train_order, &c.evaluate_order})
+    for (const size_t i : *order)
+      if (c.data_file.empty() && i >= static_cast<size_t>(c.corpus.num_samples))
+        throw ConfigError(
+            std::string("config key data.") +
+            (order == &c.train_order ? "train_order" : "evaluate_order") + ": sample " +
+            std::to_string(i) + ", but data.samples is " + std::to_string(c.corpus.num_samples));
   c.train.steps = r.integer("train", "steps", 0, 1'000'000);
   c.train.lr = r.number("train", "lr", 1e-8, 10.0);
   c.train.weight_decay = r.number("train", "weight_decay", 0.0, 10.0);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,9 @@ struct RunConfig {
   models::TinyGPTConfig model;
   data::CorpusConfig corpus;
   std::string data_file;  // empty: the synthetic corpus
+  // data.train_order, data.evaluate_order: the sample indices each loader takes, in order and
+  // again from the start when they run out; empty: shuffled from the seed, once per epoch.
+  std::vector<size_t> train_order, evaluate_order;
   int64_t batch_size = 8;
   int64_t max_length = 128;
   phases::TrainConfig train;

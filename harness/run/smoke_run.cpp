@@ -128,8 +128,9 @@ void run_phases(
   const data::CollatorOptions collator =
       config.guards.truncate ? data::CollatorOptions{config.max_length, /*pad_to_longest=*/false}
                              : data::CollatorOptions{config.model.max_seq_len, true};
-  data::Loader train_loader(samples, config.batch_size, options.seed, collator);
-  data::Loader eval_loader(samples, config.batch_size, options.seed + 1, collator);
+  data::Loader train_loader(samples, config.batch_size, options.seed, collator, config.train_order);
+  data::Loader eval_loader(
+      samples, config.batch_size, options.seed + 1, collator, config.evaluate_order);
 
   models::TinyGPTConfig model_config = config.model;
   model_config.vocab_size = data::kVocabSize;
@@ -209,6 +210,9 @@ report::RunRecord to_record(const RunReport& report) {
     ph.live_at_peak = p.live_at_peak;
   }
   r.budget_rules = report.budget_rules;
+  r.worst_case = report.worst_case;
+  if (r.worst_case.is_object() && r.worst_case.contains("seed") && r.worst_case["seed"].is_null())
+    r.seed.reset();
   if (report.device_error)
     r.device_error =
         report::DeviceErrorRecord{report.device_error->phase, report.device_error->message};

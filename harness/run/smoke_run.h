@@ -54,6 +54,9 @@ struct RunReport {
   std::vector<BudgetRule> budget_rules;
   Guards guards;
   nlohmann::json config;
+  // `oomguard run --worst-case`: the report's worst_case section (app::worst_case_json); null
+  // otherwise. Its seed null makes the report's seed null.
+  nlohmann::json worst_case = nullptr;
 };
 
 struct RunOptions {

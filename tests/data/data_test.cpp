@@ -116,6 +116,42 @@ TEST(Loader, OrderDependsOnSeedAndCoversEveryEpoch) {
     EXPECT_EQ(seen_a[i], i);
 }
 
+TEST(Loader, AGivenOrderIsTakenAsGivenAndAgainFromItsStart) {
+  std::vector<std::string> samples;
+  for (int i = 0; i < 6; ++i)
+    samples.push_back(std::string(static_cast<size_t>(i + 1), 'x'));
+  Loader loader(samples, 2, /*seed=*/9, {8, /*pad_to_longest=*/true}, {5, 0, 2});
+  const Batch first = loader.next();
+  EXPECT_EQ(loader.last_indices(), (std::vector<size_t>{5, 0}));
+  EXPECT_EQ(first.input_ids.size(1), 6);  // padded to sample 5's 6 bytes
+  loader.next();
+  EXPECT_EQ(loader.last_indices(), (std::vector<size_t>{2, 5}));
+  EXPECT_THROW(Loader(samples, 2, 0, {8}, {6}), c10::Error);
+}
+
+// data.lengths=longest: the longest sample the generator can draw, for every sample; the text
+// still from the seed. No drawn corpus holds a longer sample.
+TEST(Corpus, LongestLengthsBoundEveryDraw) {
+  CorpusConfig config;
+  config.num_samples = 2000;
+  config.long_tail_fraction = 0.5;
+  const int64_t longest = longest_synthetic_length(config);
+  EXPECT_EQ(longest, 768);  // 6 x 128: rounding of the draw just below 1 reaches it
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    config.seed = seed;
+    for (const std::string& s : make_synthetic_corpus(config))
+      ASSERT_LE(static_cast<int64_t>(s.size()), longest);
+  }
+  config.longest_lengths = true;
+  const auto all_long = make_synthetic_corpus(config);
+  for (const std::string& s : all_long)
+    ASSERT_EQ(static_cast<int64_t>(s.size()), longest);
+  config.seed = 0;
+  EXPECT_NE(make_synthetic_corpus(config)[0], all_long[0]);
+  config.long_tail_fraction = 0.0;
+  EXPECT_EQ(longest_synthetic_length(config), 115);  // 0.9 x 128, truncated
+}
+
 TEST(TextSource, ReadsJsonlAndRejectsBadFiles) {
   const std::string path = ::testing::TempDir() + "/samples.jsonl";
   std::ofstream(path) << "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n";

@@ -46,6 +46,9 @@ TEST(Config, StructDefaultsAreTheDocumentsDefaults) {
   EXPECT_EQ(corpus.max_length, doc.corpus.max_length);
   EXPECT_EQ(corpus.long_tail_fraction, doc.corpus.long_tail_fraction);
   EXPECT_EQ(corpus.long_tail_factor, doc.corpus.long_tail_factor);
+  EXPECT_EQ(corpus.longest_lengths, doc.corpus.longest_lengths);
+  EXPECT_TRUE(doc.train_order.empty());
+  EXPECT_TRUE(doc.evaluate_order.empty());
   const phases::TrainConfig train;
   EXPECT_EQ(train.steps, doc.train.steps);
   EXPECT_EQ(train.lr, doc.train.lr);
@@ -72,6 +75,12 @@ TEST(Config, RejectsBadInputNamingTheKey) {
       {"heads not dividing", R"({"model": {"d_model": 30, "heads": 4}})", "model.heads"},
       {"max_length below 2", R"({"data": {"max_length": 1}})", "data.max_length"},
       {"bad budget", R"({"budget": {"train": "lots"}})", "budget.train"},
+      {"unknown lengths", R"({"data": {"lengths": "short"}})", "data.lengths"},
+      {"longest of a file", R"({"data": {"lengths": "longest", "file": "a.txt"}})", "data.lengths"},
+      {"negative index", R"({"data": {"train_order": [0, -1]}})", "data.train_order"},
+      {"index past the corpus",
+       R"({"data": {"samples": 4, "evaluate_order": [4]}})",
+       "data.evaluate_order"},
   };
   for (const auto& c : cases) {
     try {
