@@ -43,6 +43,20 @@ size_t draw_length(const LengthRange& r, double u) {
   return static_cast<size_t>(r.lo + (r.hi - r.lo) * u);
 }
 
+// Sentences of the grammar until `text` holds `target` bytes, cut there.
+void add_sentences(std::string& text, size_t target, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> word(0, 7);
+  while (text.size() < target) {
+    text += kSubjects[word(rng)];
+    text += ' ';
+    text += kVerbs[word(rng)];
+    text += ' ';
+    text += kObjects[word(rng)];
+    text += ". ";
+  }
+  text.resize(target);
+}
+
 }  // namespace
 
 int64_t longest_synthetic_length(const CorpusConfig& config) {
@@ -55,28 +69,52 @@ int64_t longest_synthetic_length(const CorpusConfig& config) {
   return static_cast<int64_t>(std::max(short_max, draw_length(length_range(config, true), u_max)));
 }
 
+bool drawable_length(const CorpusConfig& config, int64_t bytes, std::string* ranges) {
+  const double u_max = std::nextafter(1.0, 0.0);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const bool long_tail : {false, true}) {
+    if (long_tail ? config.long_tail_fraction <= 0.0 : config.long_tail_fraction >= 1.0)
+      continue;
+    const LengthRange r = length_range(config, long_tail);
+    spans.emplace_back(
+        static_cast<int64_t>(draw_length(r, 0.0)), static_cast<int64_t>(draw_length(r, u_max)));
+  }
+  bool inside = false;
+  if (ranges != nullptr)
+    ranges->clear();
+  for (const auto& [lo, hi] : spans) {
+    inside = inside || (bytes >= lo && bytes <= hi);
+    if (ranges != nullptr)
+      *ranges += (ranges->empty() ? "" : " or ") + std::to_string(lo) + " .. " + std::to_string(hi);
+  }
+  if (ranges != nullptr)
+    *ranges += " bytes";
+  return inside;
+}
+
 std::vector<std::string> make_synthetic_corpus(const CorpusConfig& config) {
   std::mt19937_64 rng(config.seed);
-  std::uniform_int_distribution<size_t> word(0, 7);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const auto longest = static_cast<size_t>(longest_synthetic_length(config));
+  (void)longest;
+  std::vector<int64_t> given(static_cast<size_t>(config.num_samples), -1);
+  for (const auto& [i, bytes] : config.sample_lengths)
+    if (i < given.size())
+      given[i] = bytes;
 
   std::vector<std::string> samples;
   samples.reserve(static_cast<size_t>(config.num_samples));
   for (int64_t i = 0; i < config.num_samples; ++i) {
     const bool long_tail = unit(rng) < config.long_tail_fraction;
     const size_t drawn = draw_length(length_range(config, long_tail), unit(rng));
-    const size_t target = config.longest_lengths ? longest : drawn;
     std::string text;
-    while (text.size() < target) {
-      text += kSubjects[word(rng)];
-      text += ' ';
-      text += kVerbs[word(rng)];
-      text += ' ';
-      text += kObjects[word(rng)];
-      text += ". ";
+    add_sentences(text, drawn, rng);
+    if (const int64_t bytes = given[static_cast<size_t>(i)]; bytes >= 0) {
+      // Lengthened from a stream of its own: every other sample stays as the seed draws it.
+      std::mt19937_64 more(config.seed ^ (0xA24BAED4963EE407ull * static_cast<uint64_t>(i + 1)));
+      add_sentences(text, static_cast<size_t>(bytes), more);
+      text.resize(static_cast<size_t>(bytes));
     }
-    text.resize(target);
     samples.push_back(std::move(text));
   }
   return samples;

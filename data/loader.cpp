@@ -1,11 +1,11 @@
 #include "data/loader.h"
 
 #include <algorithm>
-#include <numeric>
-#include <random>
 #include <utility>
 
 #include <c10/util/Exception.h>
+
+#include "data/order.h"
 
 namespace oomguard::data {
 
@@ -40,10 +40,7 @@ void Loader::reshuffle() {
     ++epoch_;
     return;
   }
-  order_.resize(samples_.size());
-  std::iota(order_.begin(), order_.end(), size_t{0});
-  std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + epoch_);
-  std::shuffle(order_.begin(), order_.end(), rng);
+  order_ = epoch_order(samples_.size(), seed_, epoch_);
   cursor_ = 0;
   ++epoch_;
 }

@@ -25,6 +25,7 @@
 #include <oomguard/memory/live_by_tag.h>
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/memory/sizes.h>
+#include <oomguard/memory/trace_recorder.h>
 #include <oomguard/sim/alloc_conf.h>
 #include <oomguard/sim/replay.h>
 #include <oomguard/sim/snapshot_export.h>
@@ -232,21 +233,30 @@ void check_orders(const run::RunConfig& config, size_t samples) {
             " samples (0 .. " + std::to_string(samples - 1) + ")");
 }
 
-// What the worst case depends on: the samples' lengths (a data file's, or every sample of the
-// synthetic corpus the longest the generator draws), the collator, the phases and the guards.
+// What the worst case depends on: the samples' lengths (a data file's, or the synthetic
+// corpus the seed draws, whose samples the plan may lengthen to the longest the generator
+// draws), the loaders' seed, the collator, the phases and the guards.
 WorstCaseData worst_case_data(
-    const run::RunConfig& c, const std::vector<std::string>& file_samples) {
+    const RunRequest& args,
+    const ResolvedRun& resolved,
+    const std::vector<std::string>& file_samples) {
+  const run::RunConfig& c = resolved.config;
   WorstCaseData d;
   d.synthetic = file_samples.empty();
-  if (d.synthetic)
-    d.lengths.assign(
-        static_cast<size_t>(c.corpus.num_samples), data::longest_synthetic_length(c.corpus));
-  for (const std::string& s : file_samples)
+  d.seed = static_cast<uint64_t>(args.seed);
+  data::CorpusConfig corpus = c.corpus;
+  corpus.seed = d.seed;
+  for (const std::string& s : d.synthetic ? data::make_synthetic_corpus(corpus) : file_samples)
     d.lengths.push_back(static_cast<int64_t>(s.size()));
+  d.longest_length = data::longest_synthetic_length(c.corpus);
+  if (c.corpus.long_tail_fraction > 0.0)
+    d.shortest_long_length = 2 * c.max_length;  // the long tail's draws start there
   d.batch_size = c.batch_size;
   d.pad_to_longest = !c.guards.truncate;
   d.cut = c.guards.truncate ? c.max_length : c.model.max_seq_len;
   d.train_steps = c.train.steps;
+  // The reserved figures depend on the whole train phase: its every step runs.
+  d.every_train_step = resolved.model.has_value() || resolved.device == memory::DeviceKind::kCuda;
   d.evaluate_batches = c.evaluate.batches;
   d.prompts = c.generate.prompts;
   d.prompt_length = c.generate.prompt_length;
@@ -261,28 +271,32 @@ WorstCaseData worst_case_data(
 void resolve_worst_case(
     const RunRequest& args, ResolvedRun& resolved, const std::vector<std::string>& file_samples) {
   run::RunConfig& c = resolved.config;
-  if (!c.train_order.empty() || !c.evaluate_order.empty())
+  if (!c.train_order.empty() || !c.evaluate_order.empty() || !c.corpus.sample_lengths.empty())
     throw UsageError(
-        "--worst-case chooses data.train_order and data.evaluate_order itself; drop them (or "
-        "drop --worst-case to run the orders given)");
+        "--worst-case chooses data.train_order, data.evaluate_order and data.sample_lengths "
+        "itself; drop them (or drop --worst-case to run the inputs given)");
+  if (args.orders < 1)
+    throw UsageError("--orders " + std::to_string(args.orders) + ": expected 1 or more");
   ResolvedRun::WorstCase w;
-  w.data = worst_case_data(c, file_samples);
+  w.data = worst_case_data(args, resolved, file_samples);
   w.plan = plan_worst_case(w.data);
-  const int64_t longest = *std::max_element(w.data.lengths.begin(), w.data.lengths.end());
+  const int64_t longest = *std::max_element(w.plan.lengths.begin(), w.plan.lengths.end());
   w.inputs = w.data.synthetic
-                 ? "the synthetic corpus with every sample " + std::to_string(longest) +
-                       " bytes (data.lengths=longest: the longest the generator draws for "
-                       "data.max_length " +
-                       std::to_string(c.max_length) + " and long_tail_factor " +
-                       nlohmann::json(c.corpus.long_tail_factor).dump() +
-                       "), its text drawn with seed " + std::to_string(args.seed)
-                 : "data file " + c.data_file + " (" + std::to_string(w.data.lengths.size()) +
+                 ? "the synthetic corpus of seed " + std::to_string(args.seed) + " with " +
+                       std::to_string(w.plan.sample_lengths.size()) +
+                       " samples of lengths set (data.sample_lengths; the longest the generator "
+                       "draws, " +
+                       std::to_string(w.data.longest_length) + " bytes for data.max_length " +
+                       std::to_string(c.max_length) + " and data.long_tail_factor " +
+                       nlohmann::json(c.corpus.long_tail_factor).dump() + "), in the seed's order"
+                 : "data file " + c.data_file + " (" + std::to_string(w.plan.lengths.size()) +
                        " samples, the longest " + std::to_string(longest) +
-                       " bytes) in the orders named; no seed chooses them";
+                       " bytes) in the orders named: seed " + std::to_string(args.seed) +
+                       "'s with the longest samples swapped in";
   c.train_order = w.plan.train_order;
   c.evaluate_order = w.plan.evaluate_order;
   c.train.steps = w.plan.train_steps;
-  c.corpus.longest_lengths = w.data.synthetic;
+  c.corpus.sample_lengths = w.plan.sample_lengths;
   resolved.worst_case = std::move(w);
 }
 
@@ -310,8 +324,6 @@ ResolvedRun resolve_given(const RunRequest& args) {
           "; lower generate.prompts or generate.prompt_length");
     check_orders(resolved.config, file_samples.size());
   }
-  if (args.worst_case)
-    resolve_worst_case(args, resolved, file_samples);
   // Settings a CUDA run cannot measure faithfully are refused before the device is looked
   // for, so that the refusal reads the same on every machine.
   const bool emulated = !args.card.empty() || !args.capacity.empty();
@@ -352,6 +364,10 @@ ResolvedRun resolve_given(const RunRequest& args) {
       throw UsageError(std::string("--allocator-model cuda: ") + e.what());
     }
   }
+  if (args.worst_case)
+    resolve_worst_case(args, resolved, file_samples);
+  else if (args.orders_given)
+    throw UsageError("--orders sets how many orders --worst-case searches; add --worst-case");
   return resolved;
 }
 
@@ -571,6 +587,81 @@ void write_output(
   }
 }
 
+// The worst case's reserved peak searched over orders of the run's steps (`steps`: the run
+// recorded in memory; null without the allocator model): each phase's figure the highest of
+// the run's and the search's, an order that runs out of memory the run's outcome.
+nlohmann::json search_reserved(
+    const RunRequest& args,
+    const ResolvedRun& resolved,
+    memory::TraceRecorder* steps,
+    run::RunReport& report) {
+  const ResolvedRun::WorstCase& w = *resolved.worst_case;
+  if (steps == nullptr)
+    return reserved_json(
+        nullptr,
+        "",
+        "on CUDA the run's steps are not recorded: the inputs run on the device in the seed's "
+        "order");
+  OrderSearchOptions o;
+  o.orders = args.orders;
+  o.seed = static_cast<uint64_t>(args.seed);
+  o.repeat_steps = w.data.synthetic;
+  o.train_places = w.plan.train_steps_searched;
+  o.settings = resolved.model->settings;
+  o.device = resolved.model->device;
+  o.workspace_bytes = resolved.model->workspace.bytes_per_handle;
+  for (const WorstCaseStep& s : w.plan.phases[0].steps)
+    o.train_positions.push_back(s.positions);
+  for (const WorstCaseStep& s : w.plan.phases[1].steps)
+    o.evaluate_positions.push_back(s.positions);
+  const OrderSearch search = search_step_orders(steps->take_trace(), o);
+  if (!search.refused.empty()) {
+    log::warn("worst case: no order searched: " + search.refused);
+    return reserved_json(&search, "", "");
+  }
+  log::info(
+      "worst case: " + std::to_string(search.orders_tried) + " orders of the steps replayed: " +
+      "reserved " + memory::format_size(search.lowest.result.peak_reserved_bytes) + " .. " +
+      memory::format_size(search.highest.result.peak_reserved_bytes) + " (the run's own order " +
+      memory::format_size(search.own.result.peak_reserved_bytes) + ", highest " +
+      search.highest.how + ")");
+  for (run::PhaseReport& p : report.phases)
+    for (const auto& spread : search.phases)
+      if (spread.name == p.memory.name)
+        p.memory.peak_reserved_bytes = std::max(p.memory.peak_reserved_bytes, spread.highest_bytes);
+  const auto& oom = search.highest.result.oom;
+  if (oom && !report.oom) {
+    for (run::PhaseReport& p : report.phases)
+      if (p.memory.name == oom->phase)
+        p.status = memory::PhaseStatus::kOom;
+    report.outcome = memory::worst(report.outcome, memory::PhaseStatus::kOom);
+    report.oom = run::OomReport{
+        oom->phase,
+        oom->info.requested_bytes,
+        oom->info.message + " (predicted for an order of the run's steps: worst_case.reserved)"};
+  }
+  return reserved_json(
+      &search,
+      worst_case_reproduce(
+          args, resolved, &search.highest.order.train, &search.highest.order.evaluate),
+      "");
+}
+
+// --worst-case after the run: the report's worst_case section.
+void complete_worst_case(
+    const RunRequest& args,
+    const ResolvedRun& resolved,
+    memory::TraceRecorder* steps,
+    bool cuda,
+    run::RunReport& report) {
+  const ResolvedRun::WorstCase& w = *resolved.worst_case;
+  nlohmann::json reserved = nullptr;
+  if (resolved.model || cuda)
+    reserved = search_reserved(args, resolved, steps, report);
+  report.worst_case =
+      worst_case_json(w.plan, w.data, w.inputs, worst_case_reproduce(args, resolved), reserved);
+}
+
 }  // namespace
 
 ResolvedRun resolve_run(const RunRequest& request) {
@@ -612,20 +703,26 @@ run::RunReport execute_run(
   memory::CudaSegments segments_seen;
   options.on_phase = phase_logger(capacity, live, cuda, segments_seen);
   install_interrupt_handlers();
-  if (resolved.worst_case)
+  // --worst-case with the allocator model: the run recorded step by step, for the order search.
+  std::unique_ptr<memory::TraceRecorder> steps;
+  if (resolved.worst_case) {
     log::info(
         "worst case: " + resolved.worst_case->inputs + "; train runs " +
         std::to_string(resolved.worst_case->plan.train_steps) + " of " +
         std::to_string(resolved.worst_case->data.train_steps) + " steps");
+    if (resolved.model) {
+      steps = std::make_unique<memory::TraceRecorder>();
+      const int64_t live = stack->tracker().stats().allocated_bytes;
+      if (live > 0)
+        steps->record_live_before(live);
+      stack->tracker().add_observer(steps.get());
+    }
+  }
   run::RunReport report = run::smoke_run(resolved.config, stack->meter(), options);
+  if (steps)
+    stack->tracker().remove_observer(steps.get());
   if (resolved.worst_case)
-    report.worst_case = worst_case_json(
-        resolved.worst_case->plan,
-        resolved.worst_case->data,
-        static_cast<uint64_t>(args.seed),
-        resolved.worst_case->inputs,
-        worst_case_reproduce(args, resolved),
-        /*reserved_figures=*/resolved.model.has_value() || cuda != nullptr);
+    complete_worst_case(args, resolved, steps.get(), cuda != nullptr, report);
   if (recorder)
     stack->tracker().remove_observer(recorder);
   if (live)
@@ -662,7 +759,11 @@ run::RunReport execute_run(
   return report;
 }
 
-std::string worst_case_reproduce(const RunRequest& a, const ResolvedRun& resolved) {
+std::string worst_case_reproduce(
+    const RunRequest& a,
+    const ResolvedRun& resolved,
+    const std::vector<size_t>* train,
+    const std::vector<size_t>* evaluate) {
   const bool named = a.argv != nullptr && a.argv[0] != nullptr;
   std::string cmd =
       shell_quote(named ? a.argv[0] : "oomguard") + " run --seed " + std::to_string(a.seed);
@@ -686,8 +787,7 @@ std::string worst_case_reproduce(const RunRequest& a, const ResolvedRun& resolve
   if (a.fail_on_retry)
     cmd += " --fail-on-retry";
   if (resolved.worst_case)
-    for (const std::string& s :
-         worst_case_sets(resolved.worst_case->plan, resolved.worst_case->data))
+    for (const std::string& s : worst_case_sets(resolved.worst_case->plan, train, evaluate))
       option("--set", s);
   return cmd;
 }

@@ -34,6 +34,9 @@ struct RunRequest {
   bool fail_on_retry = false;
   // --worst-case: each phase on the worst inputs its data allows (app/worst_case.h).
   bool worst_case = false;
+  // --orders: the orders of the steps it replays through the allocator model.
+  int64_t orders = 128;
+  bool orders_given = false;
   // The process's own arguments: a run that must put allocator settings into the environment
   // before LibTorch starts re-executes itself with them.
   char** argv = nullptr;
@@ -82,8 +85,13 @@ ResolvedRun resolve_run(const RunRequest& request);
 std::string disabled_guards(const run::Guards& guards);
 
 // The command that runs the worst case's inputs as a plain run: the request's options with the
-// plan's --set options (the whole train phase, not just its two steps).
-std::string worst_case_reproduce(const RunRequest& request, const ResolvedRun& resolved);
+// plan's --set options (the whole train phase, not just its two steps); with `train` and
+// `evaluate` (an order of the plan's steps, app::StepOrder), its steps in that order.
+std::string worst_case_reproduce(
+    const RunRequest& request,
+    const ResolvedRun& resolved,
+    const std::vector<size_t>* train = nullptr,
+    const std::vector<size_t>* evaluate = nullptr);
 
 // Runs the resolved request: the device prepared (on CUDA the process may start again with
 // the allocator settings or the card's cuBLAS workspaces), the meters, the phases, then the

@@ -81,6 +81,13 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "samples in the batches where they cost most (any corpus the generator can draw, or a "
       "data file in any order), so one run bounds every seed's allocated peak; the report "
       "names the inputs and the command that reproduces them");
+  app.add_option(
+         "--orders",
+         args.orders,
+         "with --worst-case and --allocator-model cuda: orders of the run's steps replayed "
+         "through the allocator model in search of the highest reserved peak (default 128)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->each([&args](const std::string&) { args.orders_given = true; });
   app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
   app.add_flag(
       "--print-budgets",
@@ -219,7 +226,7 @@ RunArgs parse_run_args(const std::vector<std::string>& run_args) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string("run options: ") + e.what());
   }
-  if (parser.count("--worst-case") > 0)
+  if (parser.count("--worst-case") > 0 || parser.count("--orders") > 0)
     throw UsageError(
         "repeat: --worst-case needs one run, not N: run oomguard run --worst-case with the same "
         "options");

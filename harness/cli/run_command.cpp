@@ -17,9 +17,9 @@ void print_table(const run::RunReport& report) {
   const nlohmann::json& worst = report.worst_case;
   if (worst.is_object())
     std::printf(
-        "worst case (--worst-case): each phase on the worst inputs its data allows; the peaks "
-        "bound every seed's and data order's%s\n",
-        reserved ? " (reserved: these inputs in the order run, not a bound)" : "");
+        "worst case (--worst-case): each phase on the worst inputs its data allows; the "
+        "allocated peaks bound every seed's and data order's%s\n",
+        reserved ? " (reserved: the highest found, a lower bound on the worst)" : "");
   std::printf("%-10s %-16s %12s %12s %9s", "phase", "status", "peak", "budget", "headroom");
   if (reserved)
     std::printf(" %12s %8s", "reserved", "retries");
@@ -48,6 +48,20 @@ void print_table(const run::RunReport& report) {
             p.at("name").get<std::string>().c_str(),
             p.at("how").get<std::string>().c_str());
     std::printf("reproduce: %s\n", worst.at("reproduce").get<std::string>().c_str());
+    const nlohmann::json& searched = worst.at("reserved");
+    if (searched.is_object() && searched.at("searched").get<bool>())
+      std::printf(
+          "reserved over %lld orders of the steps: %s .. %s (the run's own %s); the highest, "
+          "%s: %s\n",
+          static_cast<long long>(searched.at("orders_tried").get<int64_t>()),
+          format_size(searched.at("lowest_bytes").get<int64_t>()).c_str(),
+          format_size(searched.at("highest_bytes").get<int64_t>()).c_str(),
+          format_size(searched.at("own").at("peak_reserved_bytes").get<int64_t>()).c_str(),
+          searched.at("highest").at("how").get<std::string>().c_str(),
+          searched.at("reproduce_highest").get<std::string>().c_str());
+    else if (searched.is_object())
+      std::printf(
+          "reserved: no order searched: %s\n", searched.at("why_not").get<std::string>().c_str());
   }
 }
 

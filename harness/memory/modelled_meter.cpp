@@ -28,9 +28,9 @@ namespace {
 // functions, registered once per process and never removed (removing one is only safe while
 // no other code runs); with no meter they return at once.
 std::mutex watcher_mutex;
-ModelledMeter* watcher = nullptr;     // guarded by watcher_mutex
-TraceRecorder* gemm_trace = nullptr;  // guarded by watcher_mutex
-std::atomic<bool> watched{false};     // either is set: the callbacks' fast path
+ModelledMeter* watcher = nullptr;         // guarded by watcher_mutex
+std::vector<TraceRecorder*> gemm_traces;  // guarded by watcher_mutex
+std::atomic<bool> watched{false};         // either is set: the callbacks' fast path
 // Autograd nodes this thread is inside: a GEMM there is the backward's.
 thread_local int backward_depth = 0;
 // Scaled-dot-product attention calls this thread is inside (the outermost is modelled).
@@ -177,8 +177,8 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   std::lock_guard<std::mutex> lock(watcher_mutex);
   if (watcher != nullptr)
     watcher->on_gemm(backward_depth > 0);
-  if (gemm_trace != nullptr)
-    gemm_trace->on_gemm(backward_depth > 0);
+  for (TraceRecorder* trace : gemm_traces)
+    trace->on_gemm(backward_depth > 0);
 }
 
 void register_callbacks() {
@@ -196,7 +196,7 @@ void register_callbacks() {
 }
 
 void set_watched() {  // with watcher_mutex held
-  watched.store(watcher != nullptr || gemm_trace != nullptr, std::memory_order_release);
+  watched.store(watcher != nullptr || !gemm_traces.empty(), std::memory_order_release);
 }
 
 // Frees the saved blocks of `token` in the watching meter: run when the attention's autograd
@@ -275,14 +275,15 @@ std::vector<ModelledMeter::NodeKey> attention_nodes(const at::Tensor& output, ui
 void watch_gemms_for(TraceRecorder* recorder) {
   register_callbacks();
   std::lock_guard<std::mutex> lock(watcher_mutex);
-  gemm_trace = recorder;
+  if (std::find(gemm_traces.begin(), gemm_traces.end(), recorder) == gemm_traces.end())
+    gemm_traces.push_back(recorder);
   set_watched();
 }
 
 void unwatch_gemms_for(TraceRecorder* recorder) {
   std::lock_guard<std::mutex> lock(watcher_mutex);
-  if (gemm_trace == recorder)
-    gemm_trace = nullptr;
+  gemm_traces.erase(
+      std::remove(gemm_traces.begin(), gemm_traces.end(), recorder), gemm_traces.end());
   set_watched();
 }
 

@@ -7,7 +7,7 @@ namespace oomguard::memory {
 
 class TraceRecorder;
 
-// From now on `recorder` hears of every matrix product's end (the last one set does).
+// From now on `recorder` hears of every matrix product's end (every recorder so watching).
 void watch_gemms_for(TraceRecorder* recorder);
 // `recorder` hears of none from now on; waits for a callback using it.
 void unwatch_gemms_for(TraceRecorder* recorder);

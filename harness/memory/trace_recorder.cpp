@@ -20,6 +20,11 @@ TraceRecorder::TraceRecorder(const std::string& path)
   watch_gemms_for(this);
 }
 
+TraceRecorder::TraceRecorder() : file_(nullptr), in_memory_(true) {
+  trace_.tags.emplace_back();
+  watch_gemms_for(this);
+}
+
 TraceRecorder::~TraceRecorder() {
   unwatch_gemms_for(this);  // waits for a callback writing to this recorder
   if (file_ != nullptr)
@@ -33,7 +38,44 @@ void TraceRecorder::on_gemm(bool inside_backward) {
     return;
   marked = true;
   mark_phase();
-  write(sim::gemm_line(inside_backward));
+  if (in_memory_)
+    keep(sim::TraceEvent::gemm(inside_backward, 0));
+  else
+    write(sim::gemm_line(inside_backward));
+}
+
+void TraceRecorder::keep(sim::TraceEvent event, const char* tag) {
+  const AllocSite site = alloc_site();
+  const auto index = [](std::unordered_map<std::string, int32_t>& names,
+                        std::vector<std::string>& list,
+                        const char* name) {
+    const auto [it, added] =
+        names.try_emplace(name == nullptr ? "" : name, static_cast<int32_t>(list.size()));
+    if (added)
+      list.push_back(it->first);
+    return it->second;
+  };
+  if (event.op == sim::TraceEvent::Op::kPhase || event.op == sim::TraceEvent::Op::kAlloc)
+    event.phase = index(phase_index_, trace_.phases, site.phase);
+  if (event.op == sim::TraceEvent::Op::kAlloc)
+    event.tag = index(tag_index_, trace_.tags, tag);
+  if (event.op == sim::TraceEvent::Op::kFree)
+    event.step = site.step;
+  event.line = static_cast<int64_t>(trace_.events.size()) + 1;
+  trace_.events.push_back(event);
+  ++events_;
+}
+
+sim::Trace TraceRecorder::take_trace() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sim::Trace taken = std::move(trace_);
+  trace_ = sim::Trace();
+  trace_.tags.emplace_back();
+  live_slots_.clear();
+  phase_index_.clear();
+  tag_index_.clear();
+  phase_ = nullptr;
+  return taken;
 }
 
 void TraceRecorder::write(const std::string& line) {
@@ -50,7 +92,10 @@ void TraceRecorder::mark_phase() {
   const char* phase = alloc_site().phase;
   if (phase != phase_) {
     phase_ = phase;
-    write(sim::phase_line(phase));
+    if (in_memory_)
+      keep(sim::TraceEvent::phase_start(0, 0));
+    else
+      write(sim::phase_line(phase));
   }
 }
 
@@ -58,18 +103,38 @@ void TraceRecorder::on_alloc(int64_t id, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   mark_phase();
   const AllocSite site = alloc_site();
-  write(sim::alloc_line(id, bytes, site.phase, site.step, allocation_tag(site)));
+  if (!in_memory_) {
+    write(sim::alloc_line(id, bytes, site.phase, site.step, allocation_tag(site)));
+    return;
+  }
+  const int32_t slot = trace_.slots++;
+  live_slots_[id] = slot;
+  keep(sim::TraceEvent::alloc(slot, bytes, id, 0, 0, site.step, 0), allocation_tag(site));
 }
 
 void TraceRecorder::on_free(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!in_memory_) {
+    mark_phase();
+    write(sim::free_line(id));
+    return;
+  }
+  const auto it = live_slots_.find(id);
+  if (it == live_slots_.end())
+    return;  // recorded before take_trace()
   mark_phase();
-  write(sim::free_line(id));
+  keep(sim::TraceEvent::free(it->second, id, 0));
+  live_slots_.erase(it);
 }
 
 void TraceRecorder::record_live_before(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   mark_phase();
+  if (in_memory_) {
+    const int32_t slot = trace_.slots++;
+    keep(sim::TraceEvent::alloc(slot, bytes, 0, 0, 0, -1, 0), "(before the trace)");
+    return;
+  }
   write(sim::alloc_line(/*id=*/0, bytes, alloc_site().phase, /*step=*/-1, "(before the trace)"));
 }
 

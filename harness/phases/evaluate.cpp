@@ -41,6 +41,7 @@ EvaluateResult evaluate(
       kept.push_back(logits);
     }
   }
+  memory::set_alloc_step(-1);  // what follows (the kept batches freed) is no step's
   model->train();
   result.loss = config.batches > 0 ? loss_sum / static_cast<double>(config.batches) : 0.0;
   return result;

@@ -135,6 +135,7 @@ GenerateResult generate(
       last = decoder.next(next);
     }
   }
+  memory::set_alloc_step(-1);  // what follows is the phase's, no step's
   result.max_sequence_length = decoder.length() + 1;
   result.cache_bytes = decoder.cache_bytes();
   model->train();

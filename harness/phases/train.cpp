@@ -39,6 +39,7 @@ TrainResult train(
     optimizer.step();
     result.losses.push_back(loss.item<double>());
   }
+  memory::set_alloc_step(-1);  // what follows is the phase's, no step's
   optimizer.zero_grad(/*set_to_none=*/true);
   return result;
 }

@@ -15,7 +15,7 @@ constexpr const char* kDefault = R"({
             "attention_dropout": 0.0,
             "max_seq_len": 1024},
   "data": {"file": "", "samples": 512, "max_length": 128, "batch_size": 8,
-           "long_tail_fraction": 0.03, "long_tail_factor": 6.0, "lengths": "drawn",
+           "long_tail_fraction": 0.03, "long_tail_factor": 6.0, "sample_lengths": [],
            "train_order": [], "evaluate_order": []},
   "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0},
   "evaluate": {"batches": 8},
@@ -124,6 +124,27 @@ class Reader {
   const nlohmann::json& doc_;
 };
 
+// data.sample_lengths: [sample, bytes] pairs, each a length the generator can draw.
+std::vector<std::pair<size_t, int64_t>> sample_lengths(
+    const nlohmann::json& list, const data::CorpusConfig& corpus) {
+  std::vector<std::pair<size_t, int64_t>> out;
+  for (const nlohmann::json& pair : list) {
+    std::string ranges;
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_unsigned() ||
+        !pair[1].is_number_unsigned())
+      throw ConfigError(
+          "config key data.sample_lengths: " + pair.dump() +
+          " is not a pair [sample, bytes] of integers from 0");
+    const auto bytes = pair[1].get<int64_t>();
+    if (!data::drawable_length(corpus, bytes, &ranges))
+      throw ConfigError(
+          "config key data.sample_lengths: " + pair.dump() + ": the generator draws " + ranges +
+          " for these data.max_length and data.long_tail_*, not " + std::to_string(bytes));
+    out.emplace_back(pair[0].get<size_t>(), bytes);
+  }
+  return out;
+}
+
 }  // namespace
 
 const nlohmann::json& default_config() {
@@ -208,24 +229,26 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.batch_size = r.integer("data", "batch_size", 1, 4096);
   c.corpus.long_tail_fraction = r.number("data", "long_tail_fraction", 0.0, 1.0);
   c.corpus.long_tail_factor = r.number("data", "long_tail_factor", 2.0, 64.0);
-  const std::string lengths = r.at("data", "lengths").get<std::string>();
-  if (lengths != "drawn" && lengths != "longest")
+  c.corpus.sample_lengths = sample_lengths(r.at("data", "sample_lengths"), c.corpus);
+  if (!c.corpus.sample_lengths.empty() && !c.data_file.empty())
     throw ConfigError(
-        "config key data.lengths: \"" + lengths + "\" is not allowed; use drawn or longest");
-  c.corpus.longest_lengths = lengths == "longest";
-  if (c.corpus.longest_lengths && !c.data_file.empty())
-    throw ConfigError(
-        "config key data.lengths: longest makes the synthetic corpus, and data.file " +
+        "config key data.sample_lengths: it sets lengths in the synthetic corpus, and "
+        "data.file " +
         c.data_file + " is given; drop one");
+  std::vector<size_t> lengthened;
+  for (const auto& [i, bytes] : c.corpus.sample_lengths)
+    lengthened.push_back(i);
   c.train_order = r.indices("data", "train_order");
   c.evaluate_order = r.indices("data", "evaluate_order");
-  for (const auto* order : {&c.train_order, &c.evaluate_order})
-    for (const size_t i : *order)
+  for (const auto& [key, list] :
+       {std::pair{"sample_lengths", &lengthened},
+        std::pair{"train_order", &c.train_order},
+        std::pair{"evaluate_order", &c.evaluate_order}})
+    for (const size_t i : *list)
       if (c.data_file.empty() && i >= static_cast<size_t>(c.corpus.num_samples))
         throw ConfigError(
-            std::string("config key data.") +
-            (order == &c.train_order ? "train_order" : "evaluate_order") + ": sample " +
-            std::to_string(i) + ", but data.samples is " + std::to_string(c.corpus.num_samples));
+            std::string("config key data.") + key + ": sample " + std::to_string(i) +
+            ", but data.samples is " + std::to_string(c.corpus.num_samples));
   c.train.steps = r.integer("train", "steps", 0, 1'000'000);
   c.train.lr = r.number("train", "lr", 1e-8, 10.0);
   c.train.weight_decay = r.number("train", "weight_decay", 0.0, 10.0);

@@ -46,10 +46,50 @@ TEST(WorstCase, TrainRunsTwoStepsTheSecondHoldingTheLongestSample) {
   EXPECT_EQ(train.steps_configured, 5);
   // 300 bytes cut at the model's 100 positions.
   EXPECT_EQ(train.steps[1].positions, 100);
-  EXPECT_EQ(train.steps[1].samples.front(), 3u);
+  EXPECT_NE(
+      std::find(train.steps[1].samples.begin(), train.steps[1].samples.end(), 3u),
+      train.steps[1].samples.end());
   EXPECT_LT(train.steps[0].positions, 100);
-  EXPECT_EQ(plan.train_order.size(), 4u);
-  EXPECT_EQ(plan.train_order[2], 3u);
+  // The seed's own draws with the longest swapped in: still one epoch's distinct samples.
+  ASSERT_EQ(plan.train_order.size(), 4u);
+  EXPECT_EQ(std::set<size_t>(plan.train_order.begin(), plan.train_order.end()).size(), 4u);
+  // With the reserved peak searched: the seed's 5 batches, then the longest sample's.
+  WorstCaseData every = unguarded({10, 40, 20, 300, 5, 7});
+  every.every_train_step = true;
+  const WorstCasePlan searched = plan_worst_case(every);
+  ASSERT_EQ(searched.phases[0].steps.size(), 6u);
+  EXPECT_EQ(searched.train_steps, 6);
+  EXPECT_EQ(searched.train_steps_searched, 5);
+  EXPECT_EQ(searched.phases[0].steps[5].positions, 100);
+  const auto sets = worst_case_sets(searched);
+  EXPECT_NE(std::find(sets.begin(), sets.end(), "train.steps=6"), sets.end());
+}
+
+// The synthetic corpus keeps the seed's orders: samples are drawn longest instead, the
+// evaluation's from samples train does not draw where there are some, so that train keeps the
+// seed's shapes.
+TEST(WorstCase, TheSyntheticCorpusLengthensSamplesInTheSeedsOrder) {
+  WorstCaseData d = unguarded(std::vector<int64_t>(40, 20));
+  d.synthetic = true;
+  d.longest_length = 90;
+  const WorstCasePlan plan = plan_worst_case(d);
+  EXPECT_TRUE(plan.train_order.empty());
+  EXPECT_TRUE(plan.evaluate_order.empty());
+  EXPECT_EQ(plan.phases[0].steps[1].positions, 90);
+  for (const WorstCaseStep& s : plan.phases[1].steps)
+    EXPECT_EQ(s.positions, 90);
+  // Train's step 0, the generator's first samples aside, keeps the seed's shape.
+  std::set<size_t> train_samples;
+  for (const WorstCaseStep& s : plan.phases[0].steps)
+    train_samples.insert(s.samples.begin(), s.samples.end());
+  size_t lengthened_in_train = 0;
+  for (const auto& [i, bytes] : plan.sample_lengths) {
+    EXPECT_EQ(bytes, 90);
+    EXPECT_EQ(plan.lengths[i], 90);
+    lengthened_in_train += train_samples.count(i) > 0 && i >= 2 ? 1 : 0;
+  }
+  EXPECT_EQ(lengthened_in_train, 1u);  // train's own
+  EXPECT_EQ(plan.phases[2].steps[0].samples, (std::vector<size_t>{0, 1}));
 }
 
 TEST(WorstCase, GuardedEveryBatchHasTheCutsPositions) {
@@ -89,7 +129,9 @@ TEST(WorstCase, NoOrderOfOneEpochBeatsTheEvaluationsPlan) {
       std::vector<int64_t> got;
       for (int64_t k = 0; k < d.evaluate_batches; ++k)
         got.push_back(batch_positions(
-            {order[static_cast<size_t>(2 * k)], order[static_cast<size_t>(2 * k + 1)]}, d));
+            {order[static_cast<size_t>(2 * k)], order[static_cast<size_t>(2 * k + 1)]},
+            d.lengths,
+            d));
       EXPECT_LE(got.back(), planned.back());
       std::sort(got.begin(), got.end());
       for (size_t i = 0; i < got.size(); ++i)
@@ -123,20 +165,29 @@ TEST(WorstCase, GenerateTakesTheFilesOwnPromptsAndRunsToTheLongestsEnd) {
   EXPECT_EQ(plan_worst_case(d).phases[2].steps_configured, 8);
 }
 
-TEST(WorstCase, ReproduceSetsNameTheOrdersAndTheLongestCorpus) {
+TEST(WorstCase, ReproduceSetsNameTheOrdersOrTheLengthenedSamples) {
   WorstCaseData d = unguarded({10, 40, 20, 60, 5, 7, 30});
   WorstCasePlan plan = plan_worst_case(d);
-  std::vector<std::string> sets = worst_case_sets(plan, d);
+  std::vector<std::string> sets = worst_case_sets(plan);
   ASSERT_EQ(sets.size(), 2u);
   EXPECT_EQ(sets[0].rfind("data.train_order=[", 0), 0u) << sets[0];
   EXPECT_EQ(sets[1].rfind("data.evaluate_order=[", 0), 0u) << sets[1];
+  // Another order of the steps: their batches in that order.
+  const std::vector<size_t> swapped = {1, 0};
+  sets = worst_case_sets(plan, &swapped, nullptr);
+  const auto& t = plan.phases[0].steps;
+  std::vector<size_t> expected = t[1].samples;
+  expected.insert(expected.end(), t[0].samples.begin(), t[0].samples.end());
+  EXPECT_EQ(sets[0], "data.train_order=" + nlohmann::json(expected).dump());
+  EXPECT_TRUE(worst_case_json(plan, d, "inputs", "oomguard run", nullptr)["seed"].is_null());
   d.synthetic = true;
-  sets = worst_case_sets(plan, d);
-  EXPECT_EQ(sets[0], "data.lengths=longest");
-  const nlohmann::json doc = worst_case_json(plan, d, 7, "inputs", "oomguard run", false);
-  EXPECT_EQ(doc["seed"], 7);
-  d.synthetic = false;
-  EXPECT_TRUE(worst_case_json(plan, d, 7, "inputs", "oomguard run", false)["seed"].is_null());
+  d.longest_length = 80;
+  d.seed = 7;
+  plan = plan_worst_case(d);
+  sets = worst_case_sets(plan);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(sets[0].rfind("data.sample_lengths=[[", 0), 0u) << sets[0];
+  EXPECT_EQ(worst_case_json(plan, d, "inputs", "oomguard run", nullptr)["seed"], 7);
   EXPECT_THROW(plan_worst_case(unguarded({})), std::invalid_argument);
 }
 

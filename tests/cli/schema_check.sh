@@ -15,6 +15,9 @@ printf 'one sample of a file\nanother sample, somewhat longer than the first one
   "the third sample of this small file" > "$dir/samples.txt"
 "$cli" run --worst-case --set train.steps=2 --set "data.file=$dir/samples.txt" \
   --set generate.prompts=2 --report "$dir/worst.json" > /dev/null 2>&1
+# With the allocator model: the reserved peak searched over orders of the steps.
+"$cli" run --worst-case --set train.steps=3 --set evaluate.batches=2 --disable-guard truncate \
+  --card t4 --allocator-model cuda --orders 4 --report "$dir/worst_t4.json" > /dev/null 2>&1
 frag=$here/../sim/traces/fragmentation.jsonl
 "$cli" replay "$frag" --card t4 --report "$dir/replay.json" > /dev/null 2>&1
 "$cli" replay "$frag" --capacity 120MiB --report "$dir/replay_oom.json" > /dev/null 2>&1
@@ -25,7 +28,7 @@ d = json.load(open(sys.argv[1]))
 d['phases'][1]['peak_allocated_bytes'] += 64 << 20
 json.dump(d, open(sys.argv[2], 'w'))" "$dir/report.json" "$dir/grown.json"
 "$cli" compare "$dir/report.json" "$dir/grown.json" --fail-above 5% --report "$dir/compare.json" > /dev/null 2>&1
-"$here/check_outputs.sh" "$dir/report.json" "$dir/worst.json" "$dir/replay.json" "$dir/replay_oom.json" "$dir/compare.json" || { echo "FAIL: real outputs rejected"; exit 1; }
+"$here/check_outputs.sh" "$dir/report.json" "$dir/worst.json" "$dir/worst_t4.json" "$dir/replay.json" "$dir/replay_oom.json" "$dir/compare.json" || { echo "FAIL: real outputs rejected"; exit 1; }
 
 # name | python that breaks the document d | the error check-jsonschema must print
 cases=(
@@ -38,6 +41,7 @@ cases=(
   "report.json|d['seed'] = None|'worst_case' is a required property"
   "worst.json|del d['worst_case']['reproduce']|'reproduce' is a required property"
   "worst.json|d['worst_case']['phases'][0]['steps'][0]['samples'] = [-2]|-2 is less than the minimum of 0"
+  "worst_t4.json|del d['worst_case']['reserved']['reproduce_highest']|is not valid under any of the given schemas"
   "replay.json|d['phases'][0]['reserved_bytes'] = d['phases'][0].pop('peak_reserved_bytes')|'peak_reserved_bytes' is a required property"
   "replay.json|d['schema'] = 'oomguard.replay/2'|none of oomguard.report/1"
   "replay_oom.json|d['oom'] = None|None is not of type 'object'"

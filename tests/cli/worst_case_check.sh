@@ -67,6 +67,39 @@ for guards in guarded unguarded; do
   check_bound "$guards" "$dir/worst-$guards.json"
 done
 
+# Predicted for a T4: the reserved peak searched over orders of the run's steps. The order it
+# names as the highest, run as a plain run, gives that reserved peak in every phase to the byte
+# (replays apply the cuBLAS workspace rule, not the attention rule: the runs here neither).
+t4=(--card t4 --allocator-model cuda --rules cublas_workspace)
+runs t4 0 1 2 3 4 5 -- "${small[@]}" --disable-guard all "${t4[@]}"
+"$cli" run --worst-case --seed 5 "${small[@]}" --disable-guard all "${t4[@]}" --orders 48 \
+  --report "$dir/worst-t4.json" >"$dir/worst-t4.txt" 2>&1 || true
+grep -q '^reserved over 48 orders of the steps' "$dir/worst-t4.txt" ||
+  { cat "$dir/worst-t4.txt"; echo "FAIL: no order search printed"; exit 1; }
+python3 - "$dir" "$cli" <<'PY'
+import glob, json, shlex, subprocess, sys
+d, cli = sys.argv[1:3]
+worst = json.load(open(f"{d}/worst-t4.json"))
+searched = worst["worst_case"]["reserved"]
+assert searched["searched"] and searched["orders_tried"] == 48, searched
+highest = searched["highest"]["phases_reserved_bytes"]
+command = shlex.split(searched["reproduce_highest"])
+command[0] = cli
+subprocess.run(command + ["--report", f"{d}/t4-highest.json"], stdout=subprocess.DEVNULL,
+               stderr=subprocess.DEVNULL)
+again = {p["name"]: p["peak_reserved_bytes"] for p in json.load(open(f"{d}/t4-highest.json"))["phases"]}
+if any(again[name] != highest[name] for name in again):
+    sys.exit(f"FAIL: the highest order, run, reserved {again}; the search replayed {highest}")
+reported = {p["name"]: p["peak_reserved_bytes"] for p in worst["phases"]}
+for path in glob.glob(f"{d}/t4-[0-9].json"):
+    for p in json.load(open(path))["phases"]:
+        if p["peak_reserved_bytes"] > reported[p["name"]]:
+            sys.exit(f"FAIL: {path} {p['name']} reserved {p['peak_reserved_bytes']} B, above the "
+                     f"worst case's searched {reported[p['name']]} B")
+print(f"ok: t4: 6 seeds' reserved within the searched {reported}; the highest order, run, "
+      f"reserves what the search replayed")
+PY
+
 # A capacity 1 MiB above every unguarded seed's peak: no seed runs out, the worst case does.
 capacity=$(python3 - "$dir" <<'PY'
 import glob, json, sys

@@ -129,9 +129,9 @@ TEST(Loader, AGivenOrderIsTakenAsGivenAndAgainFromItsStart) {
   EXPECT_THROW(Loader(samples, 2, 0, {8}, {6}), c10::Error);
 }
 
-// data.lengths=longest: the longest sample the generator can draw, for every sample; the text
-// still from the seed. No drawn corpus holds a longer sample.
-TEST(Corpus, LongestLengthsBoundEveryDraw) {
+// data.sample_lengths: those samples of lengths the generator can draw, their text still from
+// the seed, every other sample as drawn. No drawn corpus holds a longer sample than the longest.
+TEST(Corpus, SampleLengthsAreDrawableAndLeaveTheRestAsDrawn) {
   CorpusConfig config;
   config.num_samples = 2000;
   config.long_tail_fraction = 0.5;
@@ -142,14 +142,23 @@ TEST(Corpus, LongestLengthsBoundEveryDraw) {
     for (const std::string& s : make_synthetic_corpus(config))
       ASSERT_LE(static_cast<int64_t>(s.size()), longest);
   }
-  config.longest_lengths = true;
-  const auto all_long = make_synthetic_corpus(config);
-  for (const std::string& s : all_long)
-    ASSERT_EQ(static_cast<int64_t>(s.size()), longest);
-  config.seed = 0;
-  EXPECT_NE(make_synthetic_corpus(config)[0], all_long[0]);
+  const auto drawn = make_synthetic_corpus(config);
+  config.sample_lengths = {{3, longest}, {7, 300}};
+  const auto lengthened = make_synthetic_corpus(config);
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    if (i == 3 || i == 7)
+      EXPECT_EQ(static_cast<int64_t>(lengthened[i].size()), i == 3 ? longest : 300);
+    else
+      ASSERT_EQ(lengthened[i], drawn[i]) << "sample " << i << " changed";
+  }
+  std::string ranges;
+  EXPECT_TRUE(drawable_length(config, 300, &ranges));
+  EXPECT_FALSE(drawable_length(config, 200));
+  EXPECT_FALSE(drawable_length(config, longest + 1));
+  EXPECT_EQ(ranges, "32 .. 115 or 256 .. 768 bytes");
   config.long_tail_fraction = 0.0;
   EXPECT_EQ(longest_synthetic_length(config), 115);  // 0.9 x 128, truncated
+  EXPECT_FALSE(drawable_length(config, 300));
 }
 
 TEST(TextSource, ReadsJsonlAndRejectsBadFiles) {

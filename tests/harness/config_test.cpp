@@ -46,7 +46,7 @@ TEST(Config, StructDefaultsAreTheDocumentsDefaults) {
   EXPECT_EQ(corpus.max_length, doc.corpus.max_length);
   EXPECT_EQ(corpus.long_tail_fraction, doc.corpus.long_tail_fraction);
   EXPECT_EQ(corpus.long_tail_factor, doc.corpus.long_tail_factor);
-  EXPECT_EQ(corpus.longest_lengths, doc.corpus.longest_lengths);
+  EXPECT_EQ(corpus.sample_lengths, doc.corpus.sample_lengths);
   EXPECT_TRUE(doc.train_order.empty());
   EXPECT_TRUE(doc.evaluate_order.empty());
   const phases::TrainConfig train;
@@ -75,8 +75,11 @@ TEST(Config, RejectsBadInputNamingTheKey) {
       {"heads not dividing", R"({"model": {"d_model": 30, "heads": 4}})", "model.heads"},
       {"max_length below 2", R"({"data": {"max_length": 1}})", "data.max_length"},
       {"bad budget", R"({"budget": {"train": "lots"}})", "budget.train"},
-      {"unknown lengths", R"({"data": {"lengths": "short"}})", "data.lengths"},
-      {"longest of a file", R"({"data": {"lengths": "longest", "file": "a.txt"}})", "data.lengths"},
+      {"lengths in a file",
+       R"({"data": {"sample_lengths": [[1, 40]], "file": "a.txt"}})",
+       "data.sample_lengths"},
+      {"undrawable length", R"({"data": {"sample_lengths": [[1, 200]]}})", "256 .. 768"},
+      {"not a pair", R"({"data": {"sample_lengths": [1]}})", "data.sample_lengths"},
       {"negative index", R"({"data": {"train_order": [0, -1]}})", "data.train_order"},
       {"index past the corpus",
        R"({"data": {"samples": 4, "evaluate_order": [4]}})",

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include <oomguard/memory/tracking_allocator.h>
+#include <oomguard/sim/trace.h>
 
 namespace oomguard::memory {
 
@@ -17,6 +19,10 @@ class TraceRecorder final : public AllocationObserver {
   // (gemm events, through the operator callbacks the allocator model uses), so a replay can
   // add a CUDA run's cuBLAS workspaces where they were taken.
   explicit TraceRecorder(const std::string& path);
+  // Records in memory instead of a file (take_trace()): the same events as a sim::Trace,
+  // each free also with the step it was made in (TraceEvent::step), so a phase can be cut
+  // into its steps (oomguard run --worst-case searches orders of them).
+  TraceRecorder();
   ~TraceRecorder() override;
   TraceRecorder(const TraceRecorder&) = delete;
   TraceRecorder& operator=(const TraceRecorder&) = delete;
@@ -33,10 +39,15 @@ class TraceRecorder final : public AllocationObserver {
   // after it are dropped.
   void close();
   int64_t events() const { return events_; }
+  // In memory: what was recorded so far (to a file: an empty trace); the recorder starts
+  // again from nothing, frees of what it recorded before then left out.
+  sim::Trace take_trace();
 
  private:
   void write(const std::string& line);
   void mark_phase();
+  // In memory: the event, with the site's phase (and tag), under the recorder's lock.
+  void keep(sim::TraceEvent event, const char* tag = nullptr);
 
   std::mutex mutex_;  // allocations come under the tracker's lock, GEMMs from any thread
   std::string path_;
@@ -45,6 +56,11 @@ class TraceRecorder final : public AllocationObserver {
   const char* phase_ = nullptr;           // the phase the last event was in
   int64_t events_ = 0;
   bool failed_ = false;
+  // In memory (no file): the trace so far, its live ids' slots, its names' indices.
+  bool in_memory_ = false;
+  sim::Trace trace_;
+  std::unordered_map<int64_t, int32_t> live_slots_;
+  std::unordered_map<std::string, int32_t> phase_index_, tag_index_;
 };
 
 }  // namespace oomguard::memory
