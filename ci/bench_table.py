@@ -97,6 +97,8 @@ def main(times_path, memory_path):
         ("static / grow decode tokens/s", ratio(rows, static, grow, "tokens_per_second", 1.0, "higher"), ">= 1"),
         ("static / grow decode peak", ratio(rows, static, grow, "max_bytes_used", 1.0, "lower"), "< 1"),
         ("replay events/s (millions), default settings", replay_rate(rows), ">= 5"),
+        ("--worst-case / plain run time, guarded (T4 model)", ratio(rows, "BM_Run/worst_case:1/guarded:1/iterations:1/real_time", "BM_Run/worst_case:0/guarded:1/iterations:1/real_time", "time_ms", 3.0, "lower"), "<= 3"),
+        ("--worst-case / plain run time, unguarded (T4 model)", ratio(rows, "BM_Run/worst_case:1/guarded:0/iterations:1/real_time", "BM_Run/worst_case:0/guarded:0/iterations:1/real_time", "time_ms", 3.0, "lower"), "<= 3"),
         ("static / grow bytes allocated per decode", ratio(rows, static, grow, "total_allocated_bytes", 1.0, "lower"), "(churn)"),
     ]
     print("\n| ratio | measured | target | met |")

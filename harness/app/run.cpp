@@ -625,10 +625,12 @@ nlohmann::json search_reserved(
       memory::format_size(search.highest.result.peak_reserved_bytes) + " (the run's own order " +
       memory::format_size(search.own.result.peak_reserved_bytes) + ", highest " +
       search.highest.how + ")");
+  // The run took more train steps than a plain run (the longest sample's after the seed's):
+  // each phase's reserved figure is the highest of the sequences of a plain run's steps.
   for (run::PhaseReport& p : report.phases)
     for (const auto& spread : search.phases)
       if (spread.name == p.memory.name)
-        p.memory.peak_reserved_bytes = std::max(p.memory.peak_reserved_bytes, spread.highest_bytes);
+        p.memory.peak_reserved_bytes = spread.highest_bytes;
   const auto& oom = search.highest.result.oom;
   if (oom && !report.oom) {
     for (run::PhaseReport& p : report.phases)

@@ -370,8 +370,9 @@ nlohmann::json reserved_json(
   return {
       {"searched", true},
       {"what",
-       "each phase's peak_reserved_bytes is the highest of the orders tried (or the run's own "
-       "where higher): the allocated peaks are proven bounds, the reserved peak is the "
+       "each phase's peak_reserved_bytes is the highest of the sequences of a plain run's "
+       "steps tried (the seed's own among them): the allocated peaks are proven bounds, the "
+       "reserved peak is the "
        "highest the search found, a lower bound on the true worst, checked against seeds; "
        "orders are replayed with the cublas_workspace rule, not sdpa_attention, so where the "
        "run applies the latter a replayed figure may differ from a run of that order"},

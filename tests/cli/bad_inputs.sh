@@ -21,6 +21,12 @@ printf '{"schema": "oomguard.replay/1", "trace": "%s/no/such/trace.jsonl"}\n' "$
 # expected stderr part | arguments
 cases=(
   "malformed JSON|run --config $dir/malformed.json"
+  "--orders sets how many orders --worst-case searches|run --orders 4"
+  "--orders|run --worst-case --orders 0"
+  "repeat: --worst-case needs one run|repeat -n 2 --worst-case"
+  "--worst-case chooses data.train_order|run --worst-case --set data.train_order=[1]"
+  "data.train_order: sample 9|run --set data.file=$dir/few_prompts.txt --set generate.prompts=1 --set data.train_order=[9]"
+  "data.sample_lengths|run --set data.sample_lengths=[[0,200]]"
   "model.nope|run --set model.nope=1"
   "train.steps|run --set train.steps=ten"
   "model.d_model|run --set model.d_model=0"
