@@ -179,8 +179,8 @@ WorstCasePhase plan_evaluate(Planner& planner, const WorstCaseData& d, WorstCase
                 std::to_string(B) + ", " + std::to_string(n) +
                 " samples): every batch led by a sample of the most positions" +
                 (phase.attained ? ""
-                                : ", an upper bound that no data order may reach (" +
-                                      std::to_string(tops) + " such samples)");
+                                : ", which no data order may reach with " + std::to_string(tops) +
+                                      " such sample(s)");
   }
   if (!d.synthetic)
     plan.evaluate_order = draws;

@@ -44,7 +44,7 @@ void print_table(const run::RunReport& report) {
     for (const auto& p : worst.at("phases"))
       if (!p.at("attained").get<bool>())
         std::printf(
-            "%s: an upper bound no data order may reach: %s\n",
+            "%s (an upper bound): %s\n",
             p.at("name").get<std::string>().c_str(),
             p.at("how").get<std::string>().c_str());
     std::printf("reproduce: %s\n", worst.at("reproduce").get<std::string>().c_str());
