@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "harness/app/inputs.h"
+#include "harness/report/run_report.h"
 
 extern char** environ;
 
@@ -222,6 +223,49 @@ repeat::Summary run_repeat(
     return a.seed < b.seed;
   });
   return summary;
+}
+
+repeat::WorstCaseRun run_worst_case(
+    const repeat::Plan& plan, const RepeatPool& pool, RunLauncher& launcher) {
+  RepeatRun run = make_run(plan, plan.seed_start, pool.dir);
+  const std::string stem = (fs::path(pool.dir) / "worst-case").string();
+  run.report_path = stem + ".json";
+  run.log_path = stem + ".log";
+  run.argv = {
+      plan.program,
+      "run",
+      "--worst-case",
+      "--seed",
+      std::to_string(plan.seed_start),
+      "--report",
+      run.report_path};
+  run.argv.insert(run.argv.end(), plan.run_args.begin(), plan.run_args.end());
+  if (!pool.gpus.empty())
+    run.env.push_back("CUDA_VISIBLE_DEVICES=" + pool.gpus.front());
+  fs::remove(run.report_path);
+  const int64_t id = launcher.start(run);
+  std::optional<std::pair<int64_t, int>> ended;
+  while (!ended || ended->first != id) {
+    ended = launcher.wait_any();
+    if (!ended && pool.interrupted && pool.interrupted())
+      launcher.stop(id);
+  }
+  repeat::WorstCaseRun w;
+  w.exit_code = ended->second;
+  const nlohmann::json doc = read_json_file(run.report_path);
+  if (doc.is_null())
+    return w;
+  try {
+    const report::RunRecord record = report::run_record_from_json(doc, run.report_path);
+    w.outcome = record.outcome;
+    for (const report::PhaseRecord& p : record.phases)
+      w.bounds.emplace_back(p.name, p.peak_allocated_bytes);
+    if (record.worst_case.is_object() && record.worst_case.contains("reproduce"))
+      w.reproduce = record.worst_case["reproduce"].get<std::string>();
+  } catch (const std::exception&) {
+    w.outcome = memory::PhaseStatus::kError;  // a report it cannot read
+  }
+  return w;
 }
 
 }  // namespace oomguard::app

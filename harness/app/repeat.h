@@ -23,6 +23,7 @@ struct RepeatRequest {
   std::string shard;  // "I/K"; empty: the whole range
   std::string report_file, junit_file, runs_dir;
   std::vector<std::string> run_args;  // passed to every `oomguard run`
+  bool worst_case = false;            // then one `oomguard run --worst-case` with the same options
 };
 
 // The plan of `request`: its seeds (this shard's), and the run options every run gets, with
@@ -77,5 +78,11 @@ struct RepeatPool {
 // The plan's seeds run through `launcher`; returns the summary (by seed) of the runs that
 // finished. Throws std::runtime_error when the launcher cannot start a run.
 repeat::Summary run_repeat(const repeat::Plan& plan, const RepeatPool& pool, RunLauncher& launcher);
+
+// One `oomguard run --worst-case` with the plan's run options (seed seed_start) through
+// `launcher`: its bound per phase, outcome and reproduce command, as the summary records it
+// (repeat::WorstCaseRun; its outcome kError when it left no report).
+repeat::WorstCaseRun run_worst_case(
+    const repeat::Plan& plan, const RepeatPool& pool, RunLauncher& launcher);
 
 }  // namespace oomguard::app

@@ -202,6 +202,11 @@ void add_repeat_options(CLI::App& app, RepeatArgs& args) {
       args.jobs,
       "runs at a time (cores are shared between them; on CUDA each takes a GPU of its own)");
   app.add_option("--shard", args.shard, "I/K: only every K-th seed, from the I-th (0-based)");
+  app.add_flag(
+      "--worst-case",
+      args.worst_case,
+      "after the seeds, one oomguard run --worst-case with the same options: the summary "
+      "sets the highest seed's peak of each phase against that bound");
   app.add_option("--report", args.report_file, "write the JSON summary here");
   app.add_option("--junit", args.junit_file, "write JUnit XML here, a test case per run");
   app.add_option("--runs-dir", args.runs_dir, "keep each run's report and output here");
@@ -226,10 +231,10 @@ RunArgs parse_run_args(const std::vector<std::string>& run_args) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string("run options: ") + e.what());
   }
-  if (parser.count("--worst-case") > 0 || parser.count("--orders") > 0)
+  if (parser.count("--orders") > 0)
     throw UsageError(
-        "repeat: --worst-case needs one run, not N: run oomguard run --worst-case with the same "
-        "options");
+        "repeat: --orders belongs to oomguard run --worst-case; repeat --worst-case runs one "
+        "with the default orders");
   for (const char* owned : {"--seed", "--report", "--print-config", "--print-budgets"}) {
     if (parser.count(owned) > 0)
       throw UsageError(

@@ -91,8 +91,49 @@ void print_summary(const Summary& summary) {
   }
 }
 
+// `repeat --worst-case`: each phase's highest seed against the worst case's bound.
+void print_worst_case(const Summary& summary) {
+  if (!summary.worst_case)
+    return;
+  const repeat::WorstCaseRun& w = *summary.worst_case;
+  std::printf(
+      "worst case (one oomguard run --worst-case, the same options): %s, exit %d\n",
+      memory::to_string(w.outcome),
+      w.exit_code);
+  const auto compared = repeat::compare_with_worst_case(summary);
+  for (const repeat::WorstCaseComparison& c : compared) {
+    if (w.outcome == memory::PhaseStatus::kOom && &c == &compared.back()) {
+      std::printf(
+          "%-10s the worst case runs out of memory here, at %s allocated; the highest seed "
+          "%s\n",
+          c.phase.c_str(),
+          memory::format_size(c.bound_bytes).c_str(),
+          c.highest_seed_bytes < 0 ? "-" : memory::format_size(c.highest_seed_bytes).c_str());
+      continue;
+    }
+    if (c.highest_seed_bytes < 0) {
+      std::printf(
+          "%-10s bound %12s, no seed reached it\n",
+          c.phase.c_str(),
+          memory::format_size(c.bound_bytes).c_str());
+      continue;
+    }
+    std::printf(
+        "%-10s bound %12s, highest seed %12s (seed %llu, %s of the bound)\n",
+        c.phase.c_str(),
+        memory::format_size(c.bound_bytes).c_str(),
+        memory::format_size(c.highest_seed_bytes).c_str(),
+        static_cast<unsigned long long>(c.highest_seed),
+        percent(static_cast<double>(c.highest_seed_bytes) / static_cast<double>(c.bound_bytes))
+            .c_str());
+  }
+  if (!w.reproduce.empty())
+    std::printf("worst case's inputs: %s\n", w.reproduce.c_str());
+}
+
 int finish(const Summary& summary, const std::string& report_file, const std::string& junit_file) {
   print_summary(summary);
+  print_worst_case(summary);
   if (!report_file.empty())
     write_file_atomically(report_file, repeat::to_json(summary).dump(2) + "\n");
   if (!junit_file.empty())
@@ -156,7 +197,13 @@ int repeat_command(const RepeatArgs& args, const std::string& program) {
   // Interrupted: no new runs; the running ones are told (SIGTERM) and end with their reports.
   install_interrupt_handlers();
   pool.interrupted = [] { return interrupt_requested(); };
-  const Summary summary = app::run_repeat(plan, pool, *app::process_launcher());
+  const std::unique_ptr<app::RunLauncher> launcher = app::process_launcher();
+  Summary summary = app::run_repeat(plan, pool, *launcher);
+  if (args.worst_case && !interrupt_requested()) {
+    std::printf("worst case: one oomguard run --worst-case with the same options\n");
+    std::fflush(stdout);
+    summary.worst_case = app::run_worst_case(plan, pool, *launcher);
+  }
   if (!keep)
     fs::remove_all(dir);
   const int code = finish(summary, args.report_file, args.junit_file);

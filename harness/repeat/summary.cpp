@@ -149,6 +149,48 @@ const Iteration* worst_iteration(const Summary& summary) {
   return worst;
 }
 
+std::vector<WorstCaseComparison> compare_with_worst_case(const Summary& summary) {
+  std::vector<WorstCaseComparison> out;
+  if (!summary.worst_case)
+    return out;
+  for (const auto& [phase, bound] : summary.worst_case->bounds) {
+    WorstCaseComparison c{phase, bound, -1, 0};
+    for (const auto& it : summary.iterations)
+      for (const auto& p : it.phases)
+        if (p.phase == phase && p.peak_bytes > c.highest_seed_bytes) {
+          c.highest_seed_bytes = p.peak_bytes;
+          c.highest_seed = it.seed;
+        }
+    out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json worst_case_json(const Summary& summary) {
+  if (!summary.worst_case)
+    return nullptr;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const WorstCaseComparison& c : compare_with_worst_case(summary))
+    phases.push_back(
+        {{"name", c.phase},
+         {"bound_bytes", c.bound_bytes},
+         {"highest_seed_bytes",
+          c.highest_seed_bytes < 0 ? nlohmann::json(nullptr)
+                                   : nlohmann::json(c.highest_seed_bytes)},
+         {"highest_seed",
+          c.highest_seed_bytes < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.highest_seed)}});
+  const WorstCaseRun& w = *summary.worst_case;
+  return {
+      {"outcome", memory::to_string(w.outcome)},
+      {"exit_code", w.exit_code},
+      {"reproduce", w.reproduce},
+      {"phases", phases}};
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Summary& summary) {
   const Plan& plan = summary.plan;
   nlohmann::json iterations = nlohmann::json::array();
@@ -178,7 +220,8 @@ nlohmann::json to_json(const Summary& summary) {
         {"program", plan.program},
         {"run_args", plan.run_args}}},
       {"iterations", iterations},
-      {"statistics", to_json(statistics(summary))}};
+      {"statistics", to_json(statistics(summary))},
+      {"worst_case", worst_case_json(summary)}};
 }
 
 Summary summary_from_json(const nlohmann::json& doc) {
@@ -207,6 +250,18 @@ Summary summary_from_json(const nlohmann::json& doc) {
            field<int64_t>(p, "budget_bytes", "phase")});
     s.iterations.push_back(std::move(it));
   }
+  if (doc.contains("worst_case") && !doc["worst_case"].is_null()) {
+    const auto& j = doc["worst_case"];
+    WorstCaseRun w;
+    w.outcome = status_field(j, "outcome", "worst_case");
+    w.exit_code = field<int>(j, "exit_code", "worst_case");
+    w.reproduce = field<std::string>(j, "reproduce", "worst_case");
+    for (const auto& p : field<nlohmann::json>(j, "phases", "worst_case"))
+      w.bounds.emplace_back(
+          field<std::string>(p, "name", "worst_case phase"),
+          field<int64_t>(p, "bound_bytes", "worst_case phase"));
+    s.worst_case = std::move(w);
+  }
   return s;
 }
 
@@ -229,6 +284,9 @@ Summary merge(const std::vector<Summary>& shards) {
         throw std::invalid_argument("merge: seed " + std::to_string(it.seed) + " appears twice");
       merged.iterations.push_back(it);
     }
+    // Every shard ran the same worst case (the same run options): the first one's stands.
+    if (!merged.worst_case && s.worst_case)
+      merged.worst_case = s.worst_case;
   }
   std::sort(merged.iterations.begin(), merged.iterations.end(), [](const auto& a, const auto& b) {
     return a.seed < b.seed;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,15 +45,34 @@ struct Iteration {
   bool passed() const { return outcome == memory::PhaseStatus::kPass; }
 };
 
+// `repeat --worst-case`: one `oomguard run --worst-case` with the same run options, whose
+// allocated peaks bound every seed's (harness/app/worst_case.h).
+struct WorstCaseRun {
+  memory::PhaseStatus outcome = memory::PhaseStatus::kError;  // kError: it left no report
+  int exit_code = 0;
+  std::vector<std::pair<std::string, int64_t>> bounds;  // phase, peak allocated bytes
+  std::string reproduce;                                // its inputs as a plain run
+};
+
 struct Summary {
   Plan plan;
   std::vector<Iteration> iterations;  // in seed order once complete
+  std::optional<WorstCaseRun> worst_case;
 };
 
 // The record of one finished run from its report (null when the run wrote none). A report
 // that cannot be read makes an error iteration whose detail says why.
 Iteration iteration_from_report(
     uint64_t seed, int exit_code, double wall_seconds, const nlohmann::json& report);
+
+// Each phase of the worst case: its bound, and the highest seed's peak (-1: no seed ran it).
+struct WorstCaseComparison {
+  std::string phase;
+  int64_t bound_bytes = 0;
+  int64_t highest_seed_bytes = -1;
+  uint64_t highest_seed = 0;
+};
+std::vector<WorstCaseComparison> compare_with_worst_case(const Summary& summary);
 
 // The command line that reruns `seed` alone.
 std::string reproduce_command(const Plan& plan, uint64_t seed);

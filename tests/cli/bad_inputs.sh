@@ -23,7 +23,7 @@ cases=(
   "malformed JSON|run --config $dir/malformed.json"
   "--orders sets how many orders --worst-case searches|run --orders 4"
   "--orders|run --worst-case --orders 0"
-  "repeat: --worst-case needs one run|repeat -n 2 --worst-case"
+  "repeat: --orders belongs to oomguard run --worst-case|repeat -n 2 --orders 4"
   "--worst-case chooses data.train_order|run --worst-case --set data.train_order=[1]"
   "data.train_order: sample 9|run --set data.file=$dir/few_prompts.txt --set generate.prompts=1 --set data.train_order=[9]"
   "data.sample_lengths|run --set data.sample_lengths=[[0,200]]"

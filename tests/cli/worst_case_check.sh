@@ -100,6 +100,26 @@ print(f"ok: t4: 6 seeds' reserved within the searched {reported}; the highest or
       f"reserves what the search replayed")
 PY
 
+# repeat --worst-case: the seeds' rate as before, and each phase's highest seed against the bound.
+"$cli" repeat -n 3 --jobs 2 --worst-case "${small[@]}" --disable-guard all \
+  --report "$dir/repeat.json" >"$dir/repeat.txt" 2>&1 || true
+grep -q '^worst case (one oomguard run --worst-case' "$dir/repeat.txt" ||
+  { cat "$dir/repeat.txt"; echo "FAIL: repeat printed no worst case"; exit 1; }
+python3 - "$dir/repeat.json" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))["worst_case"]
+assert w["outcome"] != "error" and w["phases"], w
+for p in w["phases"]:
+    if p["highest_seed_bytes"] > p["bound_bytes"]:
+        sys.exit(f"FAIL: repeat: {p['name']}'s highest seed {p['highest_seed_bytes']} B is above "
+                 f"the worst case's {p['bound_bytes']} B")
+print("ok: repeat --worst-case: every phase's highest seed within the bound")
+PY
+if [ -x "${OOMGUARD_TOOLS_BIN:-}/python" ]; then
+  "$(dirname "$0")/check_outputs.sh" "$dir/repeat.json" >/dev/null ||
+    { echo "FAIL: the summary with a worst case does not match its schema"; exit 1; }
+fi
+
 # A capacity 1 MiB above every unguarded seed's peak: no seed runs out, the worst case does.
 capacity=$(python3 - "$dir" <<'PY'
 import glob, json, sys

@@ -158,5 +158,37 @@ TEST(Summary, JunitKeepsEveryIterationAsATestCase) {
   EXPECT_EQ(xml.find("<angle>"), std::string::npos);
 }
 
+// repeat --worst-case: each phase's highest seed set against the worst case's bound, carried
+// through the summary JSON and through a merge of shards.
+TEST(Summary, TheWorstCaseIsComparedWithTheHighestSeedAndRoundTrips) {
+  Summary s = example(0, 1);
+  s.worst_case = WorstCaseRun{
+      memory::PhaseStatus::kBudgetExceeded, 1, {{"train", 150}, {"evaluate", 900}}, "oomguard run"};
+  const std::vector<WorstCaseComparison> compared = compare_with_worst_case(s);
+  ASSERT_EQ(compared.size(), 2u);
+  EXPECT_EQ(compared[0].highest_seed_bytes, 100);
+  int64_t highest = 0;
+  uint64_t seed = 0;
+  for (const Iteration& it : s.iterations)
+    if (it.phases[1].peak_bytes > highest) {
+      highest = it.phases[1].peak_bytes;
+      seed = it.seed;
+    }
+  EXPECT_EQ(compared[1].highest_seed_bytes, highest);
+  EXPECT_EQ(compared[1].highest_seed, seed);
+  const nlohmann::json doc = to_json(s);
+  EXPECT_EQ(doc["worst_case"]["phases"][1]["bound_bytes"], 900);
+  const Summary back = summary_from_json(doc);
+  ASSERT_TRUE(back.worst_case.has_value());
+  EXPECT_EQ(back.worst_case->bounds, s.worst_case->bounds);
+  EXPECT_EQ(back.worst_case->reproduce, "oomguard run");
+  EXPECT_TRUE(to_json(example(0, 1))["worst_case"].is_null());
+  Summary other = example(1, 2);
+  EXPECT_FALSE(merge({example(0, 2), other}).worst_case.has_value());
+  Summary first = example(0, 2);
+  first.worst_case = s.worst_case;
+  EXPECT_EQ(merge({other, first}).worst_case->bounds, s.worst_case->bounds);
+}
+
 }  // namespace
 }  // namespace oomguard::repeat
