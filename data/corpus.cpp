@@ -69,6 +69,12 @@ int64_t longest_synthetic_length(const CorpusConfig& config) {
   return static_cast<int64_t>(std::max(short_max, draw_length(length_range(config, true), u_max)));
 }
 
+int64_t shortest_long_tail_length(const CorpusConfig& config) {
+  if (config.long_tail_fraction <= 0.0)
+    return 0;
+  return static_cast<int64_t>(draw_length(length_range(config, /*long_tail=*/true), 0.0));
+}
+
 bool drawable_length(const CorpusConfig& config, int64_t bytes, std::string* ranges) {
   const double u_max = std::nextafter(1.0, 0.0);
   std::vector<std::pair<int64_t, int64_t>> spans;

@@ -25,6 +25,9 @@ struct CorpusConfig {
 // 0.9 x max_length. Floating-point rounding can make it hi itself.
 int64_t longest_synthetic_length(const CorpusConfig& config);
 
+// The shortest long-tail sample the generator can draw under `config`; 0 when it draws none.
+int64_t shortest_long_tail_length(const CorpusConfig& config);
+
 // Whether the generator can draw a sample of `bytes` under `config`; `ranges` says which it
 // can ("32 .. 115 or 256 .. 768 bytes").
 bool drawable_length(const CorpusConfig& config, int64_t bytes, std::string* ranges = nullptr);

@@ -260,20 +260,8 @@ void emit_phase(
   }
 }
 
-}  // namespace
-
-StepOrder own_order(const Trace& recorded) {
-  const Layout l = layout(recorded);
-  StepOrder order;
-  order.train.resize(l.train.steps());
-  order.evaluate.resize(l.evaluate.steps());
-  std::iota(order.train.begin(), order.train.end(), size_t{0});
-  std::iota(order.evaluate.begin(), order.evaluate.end(), size_t{0});
-  return order;
-}
-
-sim::Trace reorder_steps(const Trace& recorded, const StepOrder& order) {
-  const Layout l = layout(recorded);
+// `recorded` with its steps in `order`, cut into steps as `l` says.
+Trace reorder(const Trace& recorded, const Layout& l, const StepOrder& order) {
   check_order(order.train, l.train, "train");
   check_order(order.evaluate, l.evaluate, "evaluate");
   Trace out;
@@ -297,6 +285,25 @@ sim::Trace reorder_steps(const Trace& recorded, const StepOrder& order) {
       recorded.events.begin() + static_cast<std::ptrdiff_t>(at),
       recorded.events.end());
   return out;
+}
+
+StepOrder own_order(const Layout& l) {
+  StepOrder order;
+  order.train.resize(l.train.steps());
+  order.evaluate.resize(l.evaluate.steps());
+  std::iota(order.train.begin(), order.train.end(), size_t{0});
+  std::iota(order.evaluate.begin(), order.evaluate.end(), size_t{0});
+  return order;
+}
+
+}  // namespace
+
+StepOrder own_order(const Trace& recorded) {
+  return own_order(layout(recorded));
+}
+
+sim::Trace reorder_steps(const Trace& recorded, const StepOrder& order) {
+  return reorder(recorded, layout(recorded), order);
 }
 
 namespace {
@@ -339,8 +346,8 @@ std::vector<size_t> sorted_by(
 
 class Searcher {
  public:
-  Searcher(const Trace& recorded, const OrderSearchOptions& options)
-      : recorded_(recorded), options_(options), rng_(options.seed) {}
+  Searcher(const Trace& recorded, const Layout& layout, const OrderSearchOptions& options)
+      : recorded_(recorded), layout_(layout), options_(options), rng_(options.seed) {}
 
   // Replays `order` (while the budget lasts) and keeps the figures; false when spent.
   bool try_order(const StepOrder& order, const char* how, sim::ReplayResult* result = nullptr) {
@@ -348,7 +355,7 @@ class Searcher {
       return false;
     Trace trace;
     try {
-      trace = reorder_steps(recorded_, order);
+      trace = reorder(recorded_, layout_, order);
     } catch (const std::invalid_argument&) {
       return result == nullptr;  // a step put twice where it cannot run twice: not tried
     }
@@ -441,6 +448,7 @@ class Searcher {
 
  private:
   const Trace& recorded_;
+  const Layout& layout_;  // the recording cut into steps, once
   const OrderSearchOptions& options_;
   std::mt19937_64 rng_;
   OrderSearch search_;
@@ -460,8 +468,8 @@ OrderSearch search_step_orders(const Trace& recorded, const OrderSearchOptions& 
     refused.refused = e.what();
     return refused;
   }
-  Searcher searcher(recorded, options);
-  StepOrder own = own_order(recorded);
+  Searcher searcher(recorded, l, options);
+  StepOrder own = own_order(l);
   const size_t places =
       options.train_places > 0 ? static_cast<size_t>(options.train_places) : own.train.size();
   if (places < own.train.size())

@@ -16,9 +16,11 @@
 // is made there), and so do the phases. A step that frees nothing made before the steps and
 // leaves nothing past its phase may also run in another's place (its allocations renumbered):
 // then sequences of the shapes recorded are searched, not just their orders. Replayed: the
-// run's own order, shortest first, longest first, then random orders improved by swapping two
-// steps (or putting one in another's place) while the phases' reserved peaks, added up, grow,
-// until the budget of orders is spent. The highest found is a lower
+// run's own order, shortest first, longest first, then climbs, each for one phase's reserved
+// peak in turn (train, evaluate, then all added up): from the best order so far for it (after
+// the first three, moved at random three times), swap two steps or put one in another's place,
+// keeping each move that does not lower the peak, until 8 in a row fail to raise it; until the
+// budget of orders is spent. The highest found is a lower
 // bound on the true worst; what PyTorch's allocator does with streams, and the attention
 // rule (sdpa_attention, which replays do not apply), are not in it.
 #include <cstdint>

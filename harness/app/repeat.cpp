@@ -227,7 +227,8 @@ repeat::Summary run_repeat(
 
 repeat::WorstCaseRun run_worst_case(
     const repeat::Plan& plan, const RepeatPool& pool, RunLauncher& launcher) {
-  RepeatRun run = make_run(plan, plan.seed_start, pool.dir);
+  RepeatRun run;
+  run.seed = plan.seed_start;
   const std::string stem = (fs::path(pool.dir) / "worst-case").string();
   run.report_path = stem + ".json";
   run.log_path = stem + ".log";

@@ -220,19 +220,6 @@ void resolve_cpu_snapshot(const RunRequest& args, ResolvedRun& resolved) {
   }
 }
 
-// data.train_order and data.evaluate_order name samples of the data file.
-void check_orders(const run::RunConfig& config, size_t samples) {
-  for (const auto& [key, order] :
-       {std::pair{"data.train_order", &config.train_order},
-        std::pair{"data.evaluate_order", &config.evaluate_order}})
-    for (const size_t i : *order)
-      if (i >= samples)
-        throw UsageError(
-            std::string("config key ") + key + ": sample " + std::to_string(i) +
-            ", but data file " + config.data_file + " holds " + std::to_string(samples) +
-            " samples (0 .. " + std::to_string(samples - 1) + ")");
-}
-
 // What the worst case depends on: the samples' lengths (a data file's, or the synthetic
 // corpus the seed draws, whose samples the plan may lengthen to the longest the generator
 // draws), the loaders' seed, the collator, the phases and the guards.
@@ -249,8 +236,7 @@ WorstCaseData worst_case_data(
   for (const std::string& s : d.synthetic ? data::make_synthetic_corpus(corpus) : file_samples)
     d.lengths.push_back(static_cast<int64_t>(s.size()));
   d.longest_length = data::longest_synthetic_length(c.corpus);
-  if (c.corpus.long_tail_fraction > 0.0)
-    d.shortest_long_length = 2 * c.max_length;  // the long tail's draws start there
+  d.shortest_long_length = data::shortest_long_tail_length(c.corpus);
   d.batch_size = c.batch_size;
   d.pad_to_longest = !c.guards.truncate;
   d.cut = c.guards.truncate ? c.max_length : c.model.max_seq_len;
@@ -322,7 +308,7 @@ ResolvedRun resolve_given(const RunRequest& args) {
           " samples hold generate.prompt_length = " + std::to_string(g.prompt_length) +
           " bytes, generate.prompts needs " + std::to_string(g.prompts) +
           "; lower generate.prompts or generate.prompt_length");
-    check_orders(resolved.config, file_samples.size());
+    run::check_sample_indices(resolved.config, file_samples.size());
   }
   // Settings a CUDA run cannot measure faithfully are refused before the device is looked
   // for, so that the refusal reads the same on every machine.
@@ -588,8 +574,8 @@ void write_output(
 }
 
 // The worst case's reserved peak searched over orders of the run's steps (`steps`: the run
-// recorded in memory; null without the allocator model): each phase's figure the highest of
-// the run's and the search's, an order that runs out of memory the run's outcome.
+// recorded in memory; null without the allocator model): each phase's figure the search's
+// highest, an order that runs out of memory the run's outcome.
 nlohmann::json search_reserved(
     const RunRequest& args,
     const ResolvedRun& resolved,

@@ -110,7 +110,8 @@ class Planner {
 // the long tail's shortest to its longest (a ladder): the orders searched then hold the
 // seed's shapes and shapes of every size the generator draws. Without a search: the seed's
 // first batch, then the longest sample's (AdamW's state exists from the first step's end).
-WorstCasePhase plan_train(Planner& planner, const WorstCaseData& d, WorstCasePlan& plan) {
+WorstCasePhase plan_train(
+    Planner& planner, const WorstCaseData& d, WorstCasePlan& plan, std::vector<size_t>& draws) {
   WorstCasePhase phase{"train", {}, d.train_steps, true, ""};
   if (d.train_steps == 0)
     return phase;
@@ -121,7 +122,7 @@ WorstCasePhase plan_train(Planner& planner, const WorstCaseData& d, WorstCasePla
   const size_t rungs =
       d.synthetic && d.every_train_step && d.shortest_long_length > 0 ? kLadderRungs : 0;
   const size_t run = kept + 1 + rungs;
-  std::vector<size_t> draws = data::seeded_draws(d.lengths.size(), d.seed, run * B);
+  draws = data::seeded_draws(d.lengths.size(), d.seed, run * B);
   planner.speak_for({draws.begin(), draws.begin() + static_cast<std::ptrdiff_t>(kept * B)});
   planner.lead(draws, kept, 0);
   for (size_t r = 0; r < rungs; ++r)
@@ -268,18 +269,12 @@ WorstCasePlan plan_worst_case(const WorstCaseData& d) {
     throw std::invalid_argument("worst case: no samples");
   Planner planner(d);
   WorstCasePlan plan;
-  WorstCasePhase train = plan_train(planner, d, plan);
+  std::vector<size_t> train_draws;
+  WorstCasePhase train = plan_train(planner, d, plan, train_draws);
   WorstCasePhase evaluate = plan_evaluate(planner, d, plan);
   WorstCasePhase generate = plan_generate(planner, d);
   // Train's batches are listed once every sample that the plan lengthens is.
-  if (d.train_steps > 0) {
-    const auto B = static_cast<size_t>(d.batch_size);
-    std::vector<size_t> draws = plan.train_order;
-    if (d.synthetic)
-      draws =
-          data::seeded_draws(d.lengths.size(), d.seed, static_cast<size_t>(plan.train_steps) * B);
-    train.steps = planner.batches(draws, static_cast<size_t>(plan.train_steps));
-  }
+  train.steps = planner.batches(train_draws, static_cast<size_t>(plan.train_steps));
   plan.phases = {std::move(train), std::move(evaluate), std::move(generate)};
   plan.lengths = planner.lengths();
   plan.sample_lengths = planner.given();

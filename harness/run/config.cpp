@@ -190,6 +190,27 @@ void apply_set(nlohmann::json& doc, const std::string& assignment) {
   }
 }
 
+void check_sample_indices(const RunConfig& c, size_t samples) {
+  const std::vector<size_t> lengthened = [&] {
+    std::vector<size_t> out;
+    for (const auto& [i, bytes] : c.corpus.sample_lengths)
+      out.push_back(i);
+    return out;
+  }();
+  const std::string source =
+      c.data_file.empty() ? "data.samples is " : "data file " + c.data_file + " holds ";
+  for (const auto& [key, list] :
+       {std::pair{"sample_lengths", &lengthened},
+        std::pair{"train_order", &c.train_order},
+        std::pair{"evaluate_order", &c.evaluate_order}})
+    for (const size_t i : *list)
+      if (i >= samples)
+        throw ConfigError(
+            std::string("config key data.") + key + ": sample " + std::to_string(i) + ", but " +
+            source + std::to_string(samples) + " (samples 0 .. " + std::to_string(samples - 1) +
+            ")");
+}
+
 void disable_guard(nlohmann::json& doc, const std::string& name) {
   std::string known;
   bool found = false;
@@ -235,20 +256,10 @@ RunConfig load_config(const nlohmann::json& overrides) {
         "config key data.sample_lengths: it sets lengths in the synthetic corpus, and "
         "data.file " +
         c.data_file + " is given; drop one");
-  std::vector<size_t> lengthened;
-  for (const auto& [i, bytes] : c.corpus.sample_lengths)
-    lengthened.push_back(i);
   c.train_order = r.indices("data", "train_order");
   c.evaluate_order = r.indices("data", "evaluate_order");
-  for (const auto& [key, list] :
-       {std::pair{"sample_lengths", &lengthened},
-        std::pair{"train_order", &c.train_order},
-        std::pair{"evaluate_order", &c.evaluate_order}})
-    for (const size_t i : *list)
-      if (c.data_file.empty() && i >= static_cast<size_t>(c.corpus.num_samples))
-        throw ConfigError(
-            std::string("config key data.") + key + ": sample " + std::to_string(i) +
-            ", but data.samples is " + std::to_string(c.corpus.num_samples));
+  if (c.data_file.empty())  // a data file's samples are counted when it is read
+    check_sample_indices(c, static_cast<size_t>(c.corpus.num_samples));
   c.train.steps = r.integer("train", "steps", 0, 1'000'000);
   c.train.lr = r.number("train", "lr", 1e-8, 10.0);
   c.train.weight_decay = r.number("train", "weight_decay", 0.0, 10.0);

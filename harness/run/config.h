@@ -51,6 +51,9 @@ const nlohmann::json& default_config();
 RunConfig load_config(const nlohmann::json& overrides);
 // Applies "a.b.c=value" to `doc`; value is parsed as JSON, else taken as a string.
 void apply_set(nlohmann::json& doc, const std::string& assignment);
+// Throws ConfigError when data.train_order, data.evaluate_order or data.sample_lengths name a
+// sample past `samples` (the synthetic corpus's data.samples, or a data file's count).
+void check_sample_indices(const RunConfig& config, size_t samples);
 // Sets guards.<name> to false in `doc`; "all" names every guard. Unknown names throw.
 void disable_guard(nlohmann::json& doc, const std::string& name);
 
