@@ -588,19 +588,24 @@ nlohmann::json search_reserved(
         "",
         "on CUDA the run's steps are not recorded: the inputs run on the device in the seed's "
         "order");
-  OrderSearchOptions o;
+  sim::StepOrderOptions o;
   o.orders = args.orders;
   o.seed = static_cast<uint64_t>(args.seed);
-  o.repeat_steps = w.data.synthetic;
-  o.train_places = w.plan.train_steps_searched;
   o.settings = resolved.model->settings;
   o.device = resolved.model->device;
   o.workspace_bytes = resolved.model->workspace.bytes_per_handle;
-  for (const WorstCaseStep& s : w.plan.phases[0].steps)
-    o.train_positions.push_back(s.positions);
-  for (const WorstCaseStep& s : w.plan.phases[1].steps)
-    o.evaluate_positions.push_back(s.positions);
-  const OrderSearch search = search_step_orders(steps->take_trace(), o);
+  // Train's first step makes AdamW's state: it stays first.
+  o.phases.resize(2);
+  o.phases[0].name = "train";
+  o.phases[0].fixed = 1;
+  o.phases[0].places = w.plan.train_steps_searched;
+  o.phases[1].name = "evaluate";
+  for (size_t k = 0; k < 2; ++k) {
+    o.phases[k].repeat_steps = w.data.synthetic;
+    for (const WorstCaseStep& s : w.plan.phases[k].steps)
+      o.phases[k].sizes.push_back(s.positions);
+  }
+  const sim::StepOrderSearch search = search_step_orders(steps->take_trace(), o);
   if (!search.refused.empty()) {
     log::warn("worst case: no order searched: " + search.refused);
     return reserved_json(&search, "", "");
@@ -609,8 +614,8 @@ nlohmann::json search_reserved(
       "worst case: " + std::to_string(search.orders_tried) + " orders of the steps replayed: " +
       "reserved " + memory::format_size(search.lowest.result.peak_reserved_bytes) + " .. " +
       memory::format_size(search.highest.result.peak_reserved_bytes) + " (the run's own order " +
-      memory::format_size(search.own.result.peak_reserved_bytes) + ", highest " +
-      search.highest.how + ")");
+      memory::format_size(search.recorded.result.peak_reserved_bytes) + ", highest " +
+      (search.highest.how == "recorded" ? "the run's own" : search.highest.how) + ")");
   // The run took more train steps than a plain run (the longest sample's after the seed's):
   // each phase's reserved figure is the highest of the sequences of a plain run's steps.
   for (run::PhaseReport& p : report.phases)
@@ -631,7 +636,7 @@ nlohmann::json search_reserved(
   return reserved_json(
       &search,
       worst_case_reproduce(
-          args, resolved, &search.highest.order.train, &search.highest.order.evaluate),
+          args, resolved, &search.highest.order.at(0), &search.highest.order.at(1)),
       "");
 }
 
@@ -700,9 +705,9 @@ run::RunReport execute_run(
         std::to_string(resolved.worst_case->data.train_steps) + " steps");
     if (resolved.model) {
       steps = std::make_unique<memory::TraceRecorder>();
-      const int64_t live = stack->tracker().stats().allocated_bytes;
-      if (live > 0)
-        steps->record_live_before(live);
+      const int64_t live_bytes = stack->tracker().stats().allocated_bytes;
+      if (live_bytes > 0)
+        steps->record_live_before(live_bytes);
       stack->tracker().add_observer(steps.get());
     }
   }

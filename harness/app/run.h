@@ -86,7 +86,7 @@ std::string disabled_guards(const run::Guards& guards);
 
 // The command that runs the worst case's inputs as a plain run: the request's options with the
 // plan's --set options (the whole train phase, not just its two steps); with `train` and
-// `evaluate` (an order of the plan's steps, app::StepOrder), its steps in that order.
+// `evaluate` (an order of the plan's steps, sim::StepOrder), its steps in that order.
 std::string worst_case_reproduce(
     const RunRequest& request,
     const ResolvedRun& resolved,

@@ -337,7 +337,9 @@ nlohmann::json worst_case_json(
 }
 
 nlohmann::json reserved_json(
-    const OrderSearch* search, const std::string& reproduce_highest, const std::string& why_not) {
+    const sim::StepOrderSearch* search,
+    const std::string& reproduce_highest,
+    const std::string& why_not) {
   if (search == nullptr || !search->refused.empty())
     return {
         {"searched", false},
@@ -345,15 +347,15 @@ nlohmann::json reserved_json(
          "peak_reserved_bytes is the reserved peak of these inputs in the order run: not a "
          "bound, since another order of the shapes (pool history) can raise it"},
         {"why_not", search != nullptr ? search->refused : why_not}};
-  const auto order_json = [](const OrderFigures& f) {
+  const auto order_json = [](const sim::OrderFigures& f) {
     nlohmann::json phases = nlohmann::json::object();
     for (const auto& p : f.result.phases)
       phases[p.name] = p.peak_reserved_bytes;
     return nlohmann::json{
-        {"how", f.how},
+        {"how", f.how == "recorded" ? "the run's own" : f.how},
         {"phases_reserved_bytes", phases},
-        {"train_steps", f.order.train},
-        {"evaluate_steps", f.order.evaluate},
+        {"train_steps", f.order.at(0)},
+        {"evaluate_steps", f.order.at(1)},
         {"peak_reserved_bytes", f.result.peak_reserved_bytes},
         {"oom",
          f.result.oom ? nlohmann::json(f.result.oom->info.message) : nlohmann::json(nullptr)}};
@@ -375,7 +377,7 @@ nlohmann::json reserved_json(
       {"lowest_bytes", search->lowest.result.peak_reserved_bytes},
       {"highest_bytes", search->highest.result.peak_reserved_bytes},
       {"phases", phases},
-      {"own", order_json(search->own)},
+      {"own", order_json(search->recorded)},
       {"highest", order_json(search->highest)},
       {"reproduce_highest", reproduce_highest}};
 }

@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/app/order_search.h"
+#include <oomguard/sim/step_orders.h>
 
 namespace oomguard::app {
 
@@ -119,10 +119,12 @@ nlohmann::json worst_case_json(
 // command that reproduces it; without one (CUDA, or the steps could not be reordered), what
 // the figures are and why no order was searched.
 nlohmann::json reserved_json(
-    const OrderSearch* search, const std::string& reproduce_highest, const std::string& why_not);
+    const sim::StepOrderSearch* search,
+    const std::string& reproduce_highest,
+    const std::string& why_not);
 
 // The --set options that make a plain run take the plan's inputs; with `train` and
-// `evaluate` (indices of the plan's steps, as app::StepOrder gives them), its steps in that
+// `evaluate` (indices of the plan's steps, as sim::StepOrder gives them), its steps in that
 // order.
 std::vector<std::string> worst_case_sets(
     const WorstCasePlan& plan,

@@ -222,16 +222,42 @@ struct ReservedFigure {
   int64_t capacity_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   std::string oom;
+  std::string order;  // in any order: the order it was found in, and the search's figures
 };
 
-std::vector<ReservedFigure> reserved_figures(const PhaseResult& phase) {
+// "0, 3, 1, 2"
+std::string order_text(const std::vector<int>& order) {
+  std::string text;
+  for (const int step : order)
+    text += (text.empty() ? "" : ", ") + std::to_string(step);
+  return text;
+}
+
+// Each card's figure; `any_order`: of the worst order searched where it is higher (or runs
+// out) than the order run.
+std::vector<ReservedFigure> reserved_figures(const PhaseResult& phase, bool any_order = false) {
   std::vector<ReservedFigure> figures;
   if (phase.meter == "cuda") {
-    figures.push_back({"measured", phase.capacity_bytes, phase.peak_reserved_bytes, phase.oom});
+    figures.push_back({"measured", phase.capacity_bytes, phase.peak_reserved_bytes, phase.oom, ""});
     return figures;
   }
-  for (const Prediction& p : phase.predictions)
-    figures.push_back({p.label, p.capacity_bytes, p.peak_reserved_bytes, p.oom});
+  for (const Prediction& p : phase.predictions) {
+    ReservedFigure& f = figures.emplace_back(
+        ReservedFigure{p.label, p.capacity_bytes, p.peak_reserved_bytes, p.oom, ""});
+    const StepOrders& o = p.orders;
+    if (!any_order || !o.searched() || !f.oom.empty())
+      continue;
+    if (!o.highest_oom.empty() || o.highest_reserved_bytes > f.peak_reserved_bytes) {
+      f.peak_reserved_bytes = std::max(f.peak_reserved_bytes, o.highest_reserved_bytes);
+      f.oom = o.highest_oom;
+      f.order = " in the order " + order_text(o.highest_order) +
+                " of its steps (the order run: " + memory::format_size(o.recorded_reserved_bytes) +
+                "; " + std::to_string(o.orders_tried) + " orders replayed, reserved " +
+                memory::format_size(o.lowest_reserved_bytes) + " .. " +
+                memory::format_size(o.highest_reserved_bytes) + "; measure_steps(\"" + phase.name +
+                "\", {" + order_text(o.highest_order) + "}, step) runs it)";
+    }
+  }
   return figures;
 }
 
@@ -271,15 +297,24 @@ int64_t margin_bytes(const std::string& margin, int64_t capacity) {
          << memory::format_size(bytes) << ":" << over << live_lines(phase);
 }
 
-::testing::AssertionResult phase_fits_card(
-    const char*, const char* margin_text, const PhaseResult& phase, const std::string& margin) {
+namespace {
+
+// EXPECT_PHASE_FITS_CARD, and with `any_order` EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER.
+::testing::AssertionResult fits_card(
+    const char* margin_text, const PhaseResult& phase, const std::string& margin, bool any_order) {
   if (!phase.untracked.empty())
     return ::testing::AssertionFailure() << unusable(phase);
   if (const std::string none = no_reserved_figure(phase); !none.empty())
     return ::testing::AssertionFailure() << none;
+  if (any_order)
+    for (const Prediction& p : phase.predictions)
+      if (!p.orders.searched() && p.oom.empty())
+        return ::testing::AssertionFailure() << "phase " << phase.name << " of " << phase.test
+                                             << ": no orders of its steps were searched for "
+                                             << p.label << ": " << p.orders.why_not;
   std::string verdicts;
   bool all_fit = true;
-  for (const ReservedFigure& f : reserved_figures(phase)) {
+  for (const ReservedFigure& f : reserved_figures(phase, any_order)) {
     if (f.capacity_bytes <= 0)
       return ::testing::AssertionFailure()
              << "phase " << phase.name << " of " << phase.test
@@ -300,7 +335,8 @@ int64_t margin_bytes(const std::string& margin, int64_t capacity) {
                         : std::string(fits ? "fits" : "too close") + ", peak reserved " +
                               memory::format_size(f.peak_reserved_bytes) + " of " +
                               memory::format_size(f.capacity_bytes) + " (at most " +
-                              memory::format_size(limit) + " with the margin)");
+                              memory::format_size(limit) + " with the margin)") +
+        f.order;
   }
   if (all_fit)
     return ::testing::AssertionSuccess();
@@ -309,8 +345,21 @@ int64_t margin_bytes(const std::string& margin, int64_t capacity) {
       0,
       phase.oom.empty() ? memory::PhaseStatus::kBudgetExceeded : memory::PhaseStatus::kOom);
   return ::testing::AssertionFailure()
-         << "phase " << phase.name << " of " << phase.test << " does not fit with a margin of "
-         << margin << ":" << verdicts << live_lines(phase);
+         << "phase " << phase.name << " of " << phase.test << " does not fit"
+         << (any_order ? " in every order of its steps" : "") << " with a margin of " << margin
+         << ":" << verdicts << live_lines(phase);
+}
+
+}  // namespace
+
+::testing::AssertionResult phase_fits_card(
+    const char*, const char* margin_text, const PhaseResult& phase, const std::string& margin) {
+  return fits_card(margin_text, phase, margin, /*any_order=*/false);
+}
+
+::testing::AssertionResult phase_fits_card_in_any_order(
+    const char*, const char* margin_text, const PhaseResult& phase, const std::string& margin) {
+  return fits_card(margin_text, phase, margin, /*any_order=*/true);
 }
 
 ::testing::AssertionResult phase_no_step_growth(

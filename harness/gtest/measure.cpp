@@ -22,6 +22,7 @@
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/phase_scope.h>
 #include <oomguard/memory/sizes.h>
+#include <oomguard/sim/step_orders.h>
 #include "harness/gtest/registry.h"
 
 namespace oomguard::testing {
@@ -154,7 +155,14 @@ void print_phase(const PhaseResult& r) {
             memory::format_size(p.peak_reserved_bytes);
     if (p.num_alloc_retries > 0)
       line += ", " + std::to_string(p.num_alloc_retries) + " retries";
+    if (p.orders.searched())
+      line += " (" + std::to_string(p.orders.orders_tried) + " orders of its steps: reserved " +
+              memory::format_size(p.orders.lowest_reserved_bytes) + " .. " +
+              memory::format_size(p.orders.highest_reserved_bytes) +
+              (p.orders.highest_oom.empty() ? "" : ", one runs out") + ")";
   }
+  if (r.meter == "cuda" && !r.step_end_bytes.empty())
+    line += "; its steps ran in the order given (on CUDA no orders are searched)";
   std::cout << line << "\n";
 }
 
@@ -280,12 +288,77 @@ void ready_device(memory::MeterStack& stack) {
     take_cublas_workspaces(stack);
   g_workspaces_taken = g_device_ready = true;
   stack.meter().release_cache();
+  if (memory::TraceRecorder* steps = stack.step_recorder())
+    steps->on_empty_cache();  // so the replays of its orders start from the same pool
 }
 
-// measure() and measure_steps(): `step_ends` (when given) is filled inside the phase and
-// becomes the result's step_end_bytes before it is recorded.
+// Note [the orders of a measure_steps() phase]
+// With the allocator model and OOMGUARD_ORDERS, the process is recorded step by step in memory
+// from the meter's start (MeterStack::step_recorder); after a measure_steps() phase, its steps
+// are put in other orders in that recording and replayed through each target's model
+// (sim::search_step_orders: the first step keeps its place, what a step leaves for the next is
+// freed by the step now after it). The replay of the order run is the figure the model gave
+// the phase live, apart from the sdpa_attention rule's bytes, which replays leave out.
+StepOrders search_orders(
+    memory::MeterStack& stack,
+    size_t target,
+    const char* site_phase,
+    const std::vector<int>& ran,
+    const PhaseResult& result) {
+  StepOrders orders;
+  memory::TraceRecorder* steps = stack.step_recorder();
+  if (steps == nullptr) {
+    orders.why_not = "OOMGUARD_ORDERS=0: the process is not recorded step by step";
+    return orders;
+  }
+  if (!result.oom.empty() || !result.predictions[target].oom.empty()) {
+    orders.why_not = "the phase ran out of memory in the order run";
+    return orders;
+  }
+  const memory::ModelTarget& t = stack.modelled()->target(target);
+  sim::StepOrderOptions o;
+  o.orders = stack.options().step_orders;
+  o.seed = 0;
+  o.settings = t.settings;
+  o.device = t.device;
+  o.workspace_bytes = t.workspace.bytes_per_handle;
+  sim::StepPhase& phase = o.phases.emplace_back();
+  phase.name = site_phase;
+  phase.fixed = 1;
+  const sim::StepOrderSearch search = sim::search_step_orders(steps->trace_so_far(), o);
+  if (!search.refused.empty()) {
+    orders.why_not = search.refused;
+    return orders;
+  }
+  orders.orders_tried = search.orders_tried;
+  for (const auto& spread : search.phases)
+    if (spread.name == site_phase) {
+      orders.lowest_reserved_bytes = spread.lowest_bytes;
+      orders.highest_reserved_bytes = spread.highest_bytes;
+    }
+  const sim::OrderFigures& worst = search.highest_of_phase.front();
+  for (const auto& p : search.recorded.result.phases)
+    if (p.name == site_phase)
+      orders.recorded_reserved_bytes = p.peak_reserved_bytes;
+  for (const size_t place : worst.order.front())  // a place of the order run: its step
+    orders.highest_order.push_back(ran.at(place));
+  if (worst.result.oom && worst.result.oom->phase == site_phase)
+    orders.highest_oom = worst.result.oom->info.message;
+  return orders;
+}
+
+// The steps of a measure_steps() phase: the order they ran in, and the allocated bytes after
+// each, filled inside the phase.
+struct Steps {
+  std::vector<int> order;
+  std::vector<int64_t> ends;
+};
+
+// measure() and measure_steps(): `steps` (when given) has its ends filled inside the phase,
+// which become the result's step_end_bytes before it is recorded, and the phase's steps are
+// then searched in other orders (Note [the orders of a measure_steps() phase]).
 PhaseResult measure_phase(
-    const std::string& name, const std::function<void()>& body, std::vector<int64_t>* step_ends) {
+    const std::string& name, const std::function<void()>& body, Steps* steps) {
   memory::MeterStack& stack = meters();
   ready_device(stack);  // Note [a test measures the same whatever ran before it]
   // The site's phase is unique to this test and phase, so the tags at its peak are its own.
@@ -302,13 +375,17 @@ PhaseResult measure_phase(
     } catch (const c10::OutOfMemoryError& e) {
       oom = e.what_without_backtrace();
     }
+    memory::set_alloc_step(-1);
   }
   memory::set_alloc_phase(outer_phase);
   PhaseResult result = result_of(figures, site_phase);
   if (!oom.empty())
     result.oom = oom;
-  if (step_ends != nullptr)
-    result.step_end_bytes = *step_ends;
+  if (steps != nullptr) {
+    result.step_end_bytes = steps->ends;
+    for (size_t i = 0; i < result.predictions.size(); ++i)
+      result.predictions[i].orders = search_orders(stack, i, site_phase, steps->order, result);
+  }
   finish(result);
   return result;
 }
@@ -333,17 +410,30 @@ PhaseResult measure_steps(
   if (steps < 1)
     throw std::invalid_argument(
         "measure_steps(" + name + ", " + std::to_string(steps) + "): give 1 step or more");
-  std::vector<int64_t> ends;
+  std::vector<int> order(static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i)
+    order[static_cast<size_t>(i)] = i;
+  return measure_steps(name, order, step);
+}
+
+PhaseResult measure_steps(
+    const std::string& name,
+    const std::vector<int>& order,
+    const std::function<void(int step)>& step) {
+  if (order.empty())
+    throw std::invalid_argument("measure_steps(" + name + ", {}): give 1 step or more");
+  Steps steps{order, {}};
   memory::Meter& meter = meters().meter();
   return measure_phase(
       name,
       [&] {
-        for (int i = 0; i < steps; ++i) {
-          step(i);
-          ends.push_back(meter.stats().allocated_bytes);
+        for (size_t place = 0; place < order.size(); ++place) {
+          memory::set_alloc_step(static_cast<int64_t>(place));  // what the orders move
+          step(order[place]);
+          steps.ends.push_back(meter.stats().allocated_bytes);
         }
       },
-      &ends);
+      &steps);
 }
 
 }  // namespace oomguard::testing

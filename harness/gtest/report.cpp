@@ -26,6 +26,23 @@ struct TestRecord {
 std::mutex g_mutex;
 std::map<std::string, TestRecord> g_tests;  // by "Suite.Name"
 
+// A measure_steps() phase's prediction over orders of its steps.
+nlohmann::json orders_json(const StepOrders& o) {
+  const auto or_null = [](const std::string& text) {
+    return text.empty() ? nlohmann::json() : nlohmann::json(text);
+  };
+  if (!o.searched())
+    return {{"searched", false}, {"why_not", o.why_not}};
+  return {
+      {"searched", true},
+      {"orders_tried", o.orders_tried},
+      {"recorded_reserved_bytes", o.recorded_reserved_bytes},
+      {"lowest_reserved_bytes", o.lowest_reserved_bytes},
+      {"highest_reserved_bytes", o.highest_reserved_bytes},
+      {"highest_order", o.highest_order},
+      {"highest_oom", or_null(o.highest_oom)}};
+}
+
 report::PhaseRecord phase_record(const PhaseEntry& entry) {
   const PhaseResult& r = entry.result;
   report::PhaseRecord p;
@@ -75,6 +92,8 @@ report::PhaseRecord phase_record(const PhaseEntry& entry) {
            {"largest_gap_bytes", pr.largest_gap_bytes},
            {"oom", pr.oom.empty() ? nlohmann::json() : nlohmann::json(pr.oom)},
            {"rules", rules}});
+      if (!r.step_end_bytes.empty())
+        predictions.back()["orders"] = orders_json(pr.orders);
     }
     p.extra["predictions"] = predictions;
   }

@@ -1,6 +1,7 @@
 #include <oomguard/memory/meter_stack.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -78,6 +79,63 @@ std::vector<ModelTarget> extra_targets(const std::string& text, const sim::GpuRu
 
 }  // namespace
 
+// OOMGUARD_CARD or OOMGUARD_CAPACITY (`card`, `capacity`: their values, null when unset)
+// into `options`.
+void capacity_from_env(const char* card, const char* capacity, MeterOptions& options) {
+  if (card != nullptr && capacity != nullptr)
+    throw std::invalid_argument(
+        "OOMGUARD_CARD and OOMGUARD_CAPACITY are both set: a card is a capacity, set one");
+  try {
+    if (card != nullptr) {
+      options.card = card;
+      options.capacity_bytes = find_card(card).capacity_bytes();
+    } else if (capacity != nullptr) {
+      options.capacity_bytes = parse_size(capacity);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(
+        std::string(card != nullptr ? "OOMGUARD_CARD: " : "OOMGUARD_CAPACITY: ") + e.what());
+  }
+  if (capacity != nullptr && options.capacity_bytes <= 0)
+    throw std::invalid_argument(
+        std::string("OOMGUARD_CAPACITY=") + capacity +
+        ": must be more than 0 bytes; unset it for no limit");
+}
+
+// OOMGUARD_NAME_OPERATORS into `options`; OOMGUARD_RULES.
+sim::GpuRules rules_from_env(MeterOptions& options) {
+  if (const char* naming = env_or_null("OOMGUARD_NAME_OPERATORS")) {
+    if (std::string(naming) != "0" && std::string(naming) != "1")
+      throw std::invalid_argument(
+          std::string("OOMGUARD_NAME_OPERATORS=") + naming + ": expected 1 or 0");
+    options.name_operators = std::string(naming) == "1";
+  }
+  sim::GpuRules rules;
+  if (const char* names = env_or_null("OOMGUARD_RULES")) {
+    try {
+      rules = sim::GpuRules::parse(names);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("OOMGUARD_RULES: ") + e.what());
+    }
+  }
+  return rules;
+}
+
+// OOMGUARD_ORDERS: the orders of a measure_steps() phase's steps searched; 32 when unset.
+int64_t step_orders_from_env() {
+  const char* text = env_or_null("OOMGUARD_ORDERS");
+  if (text == nullptr)
+    return 32;
+  char* end = nullptr;
+  errno = 0;
+  const long long orders = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || end == text || orders < 0 || orders > 1000000)
+    throw std::invalid_argument(
+        std::string("OOMGUARD_ORDERS=") + text +
+        ": expected a whole number of orders, 0 (none searched) to 1000000");
+  return orders;
+}
+
 MeterOptions meter_options_from_env() {
   MeterOptions options;
   const DeviceFromEnv device = device_from_env();
@@ -99,39 +157,9 @@ MeterOptions meter_options_from_env() {
   }
   const char* card = env_or_null("OOMGUARD_CARD");
   const char* capacity = env_or_null("OOMGUARD_CAPACITY");
-  if (card != nullptr && capacity != nullptr)
-    throw std::invalid_argument(
-        "OOMGUARD_CARD and OOMGUARD_CAPACITY are both set: a card is a capacity, set one");
-  try {
-    if (card != nullptr) {
-      options.card = card;
-      options.capacity_bytes = find_card(card).capacity_bytes();
-    } else if (capacity != nullptr) {
-      options.capacity_bytes = parse_size(capacity);
-    }
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(
-        std::string(card != nullptr ? "OOMGUARD_CARD: " : "OOMGUARD_CAPACITY: ") + e.what());
-  }
-  if (capacity != nullptr && options.capacity_bytes <= 0)
-    throw std::invalid_argument(
-        std::string("OOMGUARD_CAPACITY=") + capacity +
-        ": must be more than 0 bytes; unset it for no limit");
-
-  sim::GpuRules rules;
-  if (const char* naming = env_or_null("OOMGUARD_NAME_OPERATORS")) {
-    if (std::string(naming) != "0" && std::string(naming) != "1")
-      throw std::invalid_argument(
-          std::string("OOMGUARD_NAME_OPERATORS=") + naming + ": expected 1 or 0");
-    options.name_operators = std::string(naming) == "1";
-  }
-  if (const char* names = env_or_null("OOMGUARD_RULES")) {
-    try {
-      rules = sim::GpuRules::parse(names);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("OOMGUARD_RULES: ") + e.what());
-    }
-  }
+  capacity_from_env(card, capacity, options);
+  const sim::GpuRules rules = rules_from_env(options);
+  const int64_t step_orders = step_orders_from_env();
   const char* model = env_or_null("OOMGUARD_ALLOCATOR_MODEL");
   if (model != nullptr && std::string(model) != "cuda" && std::string(model) != "none")
     throw std::invalid_argument(
@@ -159,6 +187,7 @@ MeterOptions meter_options_from_env() {
   if (predict != nullptr)
     for (ModelTarget& t : extra_targets(predict, rules))
       options.model_targets.push_back(std::move(t));
+  options.step_orders = step_orders;
   return options;
 }
 
@@ -185,14 +214,19 @@ MeterStack::MeterStack(const MeterOptions& options)
   try {
     // The recorder comes first: an allocation the model refuses is in the trace (with a free),
     // so a replay of it fails there too.
-    if (!options.trace_path.empty()) {
+    if (!options.trace_path.empty())
       recorder_ = std::make_unique<TraceRecorder>(options.trace_path);
+    if (options.step_orders > 0 && !options.model_targets.empty())
+      steps_ = std::make_unique<TraceRecorder>();
+    for (TraceRecorder* r : {recorder_.get(), steps_.get()}) {
+      if (r == nullptr)
+        continue;
       // What is live already (a model built first) starts the trace, so replayed peaks are the
       // meter's; allocations made by other threads meanwhile may be counted in it or not.
       const int64_t live = tracker_.stats().allocated_bytes;
       if (live > 0)
-        recorder_->record_live_before(live);
-      tracker_.add_observer(recorder_.get());
+        r->record_live_before(live);
+      tracker_.add_observer(r);
     }
     if (device_ == "cpu" && options.live_by_tag) {
       live_ = std::make_unique<LiveByTag>();
@@ -230,6 +264,8 @@ void MeterStack::remove_observers() {
   }
   if (recorder_)
     tracker_.remove_observer(recorder_.get());
+  if (steps_)
+    tracker_.remove_observer(steps_.get());
 }
 
 std::string MeterStack::coverage_gap() const {

@@ -78,6 +78,17 @@ sim::Trace TraceRecorder::take_trace() {
   return taken;
 }
 
+sim::Trace TraceRecorder::trace_so_far() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return trace_;
+}
+
+void TraceRecorder::on_empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (in_memory_)
+    keep(sim::TraceEvent::empty_cache(0));
+}
+
 void TraceRecorder::write(const std::string& line) {
   if (file_ == nullptr)
     return;  // closed

@@ -5,6 +5,11 @@
 // the logits of every batch kept for later, so each batch's activations stay alive.
 // CHARLM_TRAIN_BUG=1 one into the training loop: every step's logits kept (detached, "for a
 // picture later"), 384 KiB more after each step.
+//
+// CharLMTest.LongTailFirst batches samples of different lengths worst-first
+// (oomguard::testing::worst_first) and, with a card, holds its training to the card in every
+// order of its steps the layer searches (EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER).
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -52,15 +57,17 @@ std::vector<torch::Tensor> make_batches(int64_t count) {
   return batches;
 }
 
-// `logits_out`, when given, receives the logits [B, T, V].
+// A batch [B, T + 1]: each row's first T tokens in, its last T the targets. `logits_out`, when
+// given, receives the logits [B, T, V].
 torch::Tensor next_token_loss(
     CharLM& model, const torch::Tensor& batch, torch::Tensor* logits_out = nullptr) {
   using torch::indexing::Slice;
-  const torch::Tensor logits = model->forward(batch.index({Slice(), Slice(0, kContext)}));
+  const int64_t t = batch.size(1) - 1;
+  const torch::Tensor logits = model->forward(batch.index({Slice(), Slice(0, t)}));
   if (logits_out != nullptr)
     *logits_out = logits;
   return torch::nn::functional::cross_entropy(
-      logits.reshape({-1, kVocab}), batch.index({Slice(), Slice(1, kContext + 1)}).reshape(-1));
+      logits.reshape({-1, kVocab}), batch.index({Slice(), Slice(1, t + 1)}).reshape(-1));
 }
 
 // One training step; with CHARLM_TRAIN_BUG the step's logits go into `kept`.
@@ -120,6 +127,56 @@ TEST_F(CharLMTest, Memory) {
   EXPECT_PHASE_GROWTH_BELOW(evaluation, "12MiB");
   EXPECT_PHASE_NO_NEAR_OOM(evaluation);
   EXPECT_GT(loss, 0.0);
+}
+
+// Samples of different lengths, a few long (a long tail), as a loader gives them.
+std::vector<torch::Tensor> long_tail_samples(int64_t count) {
+  std::vector<torch::Tensor> samples;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t length = i % 16 == 5 ? 4 * kContext : torch::randint(8, kContext, {1}).item<int64_t>();
+    samples.push_back(torch::randint(kVocab, {length + 1}, torch::kLong));
+  }
+  return samples;
+}
+
+// `samples` in batches of kBatch, each padded to its longest sample (token 0).
+std::vector<torch::Tensor> padded_batches(const std::vector<torch::Tensor>& samples) {
+  std::vector<torch::Tensor> batches;
+  for (size_t first = 0; first < samples.size(); first += kBatch) {
+    const size_t end = std::min(samples.size(), first + kBatch);
+    int64_t longest = 0;
+    for (size_t i = first; i < end; ++i)
+      longest = std::max(longest, samples[i].size(0));
+    torch::Tensor batch = torch::zeros({static_cast<int64_t>(end - first), longest}, torch::kLong);
+    for (size_t i = first; i < end; ++i)
+      batch[static_cast<int64_t>(i - first)].narrow(0, 0, samples[i].size(0)).copy_(samples[i]);
+    batches.push_back(batch);
+  }
+  return batches;
+}
+
+// The long tail first: the samples worst-first (longest first), so the first batches of a
+// short smoke test hold the longest samples the data has. With a card (OOMGUARD_CARD=t4) the
+// training steps are also searched in other orders, and the phase must fit in every one found;
+// step(i) takes batch i alone, as that search needs.
+TEST_F(CharLMTest, LongTailFirst) {
+  CharLM model;
+  model->to(oomguard::testing::device());
+  const std::vector<torch::Tensor> samples = long_tail_samples(128);
+  const std::vector<torch::Tensor> batches = padded_batches(oomguard::testing::worst_first(
+      samples, [](const torch::Tensor& sample) { return sample.size(0); }));
+  EXPECT_EQ(batches.front().size(1), 4 * kContext + 1) << "the longest samples come first";
+
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  model->train();
+  std::vector<torch::Tensor> kept;
+  // The two batches of long samples, then shorter ones.
+  const auto training = oomguard::testing::measure_steps("train", 6, [&](int step) {
+    train_step(model, optimizer, batches[static_cast<size_t>(step)], kept);
+  });
+  EXPECT_PHASE_NO_STEP_GROWTH(training, "16KiB");
+  if (!training.predictions.empty())  // a card to fit: OOMGUARD_CARD or OOMGUARD_CAPACITY
+    EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER(training, "10%");
 }
 
 }  // namespace

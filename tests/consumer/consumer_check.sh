@@ -14,7 +14,8 @@
 # Then: its ctest passes against budgets.json; with the evaluation bug put back
 # (CHARLM_EVAL_BUG=1) the budget assertion fails with the phase, the test, the peak, the
 # budget and what was live; with the training leak (CHARLM_TRAIN_BUG=1) the per-step check
-# fails naming the growth per step; accepting into a copy of the budgets rewrites exactly the peaks.
+# fails naming the growth per step; accepting into a copy of the budgets rewrites exactly the peaks;
+# with a T4 predicted, CharLMTest.LongTailFirst's training steps are searched in other orders.
 # Prints the configure and build times, and how many of oomguard's files were compiled.
 # The project is built from scratch each time, through ccache with ci/setup.sh's settings, in
 # OOMGUARD_BUILD-charlm-WAY: beside OOMGUARD_BUILD, at its depth, so that oomguard's files
@@ -160,6 +161,16 @@ if [ "$way" = find_package ]; then
     fail "the installed oomguard cannot draw the project's trace"
   [ -s "$tmp/charlm.svg" ] || fail "the installed oomguard drew an empty picture of the project's trace"
   echo "ok: the project's own trace replayed and drawn by the installed oomguard"
+fi
+
+# The long tail first, predicted for a T4: the training's steps searched in other orders, and
+# the phase fits the card in every one found.
+if [ "$way" = find_package ]; then
+  (cd "$charlm" && OOMGUARD_CARD=t4 ./charlm_memory_test --gtest_filter=CharLMTest.LongTailFirst) \
+    > "$tmp/orders.txt" 2>&1 || { cat "$tmp/orders.txt"; fail "CharLMTest.LongTailFirst on t4"; }
+  grep -E "CharLMTest\.LongTailFirst train: .*t4: fits, .* \(32 orders of its steps: reserved [0-9.]+[KMG]?i?B \.\. [0-9.]+[KMG]?i?B\)" \
+    "$tmp/orders.txt" || { cat "$tmp/orders.txt"; fail "no orders searched for CharLMTest.LongTailFirst"; }
+  echo "ok: the long tail first, its training fits a T4 in every order of its steps searched"
 fi
 
 cp "$here/budgets.json" "$tmp/budgets.json"

@@ -9,6 +9,10 @@
 # - an evaluation-only test predicts the same run alone and after the training test (both
 #   cuBLAS workspaces taken before the first phase, the cache emptied before each test);
 # - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them);
+# - a measure_steps() phase's steps searched in other orders: the worst order found, run as
+#   given (measure_steps with an order), reserves what its replay did, to the byte; a capacity
+#   the order run fits with its margin and the worst order does not fails
+#   EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER naming that order; OOMGUARD_ORDERS=0 fails it saying so;
 # - `oomguard plot` draws a test's report with the predicted reserved line, at its height on
 #   the picture's own axis once rasterised (rsvg-convert; skipped without it).
 set -euo pipefail
@@ -24,7 +28,7 @@ mkdir "$tmp/t4"
 OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
   OOMGUARD_REPORT_DIR="$tmp/t4" "$binary" > "$tmp/t4.txt" 2>&1 ||
   { cat "$tmp/t4.txt"; fail "the prediction tests failed on t4"; }
-grep -q "PASSED.*6 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 6 tests ran"; }
+grep -q "PASSED.*8 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 8 tests ran"; }
 grep -F "[ oomguard ] $train train: peak " "$tmp/t4.txt" ||
   { cat "$tmp/t4.txt"; fail "no figures printed for the train phase"; }
 "$here/../cli/check_outputs.sh" "$tmp"/t4/*.json
@@ -60,20 +64,27 @@ for key in ("peak_allocated_bytes", "peak_reserved_bytes", "rules"):
 print(f"ok: the evaluation predicts {alone['peak_allocated_bytes']} B allocated, "
       f"{alone['peak_reserved_bytes']} B reserved, alone and after training")
 PY
-# The schema holds predictions to their shape: these changes must be rejected.
-for change in "p['fits'] = False" "del p['rules']" "p['rules'][0]['name'] = 'flash'"; do
-  python3 - "$tmp/t4/$train.json" "$tmp/broken.json" "$change" <<'PY'
+# The schema holds predictions to their shape: each change to REPORT's first prediction (`p`,
+# and its `o`rders) must be rejected.
+schema_rejects() {
+  local report=$1 change
+  shift
+  for change in "$@"; do
+    python3 - "$report" "$tmp/broken.json" "$change" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 p = d["phases"][0]["predictions"][0]
+o = p.get("orders")
 exec(sys.argv[3])
 json.dump(d, open(sys.argv[2], "w"))
 PY
-  rc=0
-  "$here/../cli/check_outputs.sh" "$tmp/broken.json" > "$tmp/broken.txt" 2>&1 || rc=$?
-  [ "$rc" = 1 ] || { cat "$tmp/broken.txt"; fail "the schema accepted: $change"; }
-  echo "ok: the schema rejects $change"
-done
+    local rc=0
+    "$here/../cli/check_outputs.sh" "$tmp/broken.json" > "$tmp/broken.txt" 2>&1 || rc=$?
+    [ "$rc" = 1 ] || { cat "$tmp/broken.txt"; fail "the schema accepted: $change"; }
+    echo "ok: the schema rejects $change"
+  done
+}
+schema_rejects "$tmp/t4/$train.json" "p['fits'] = False" "del p['rules']" "p['rules'][0]['name'] = 'flash'"
 python3 - "$tmp/t4/Prediction.BudgetsOfTheCardComeFromThePrediction.json" <<'PY'
 import json, sys
 phase = json.load(open(sys.argv[1]))["phases"][0]
@@ -129,6 +140,53 @@ assert report["outcome"] == "oom" and report["oom"]["phase"] == "train", report[
 assert report["oom"]["predicted"] is True, report["oom"]
 print("ok: a capacity between the predicted peaks is a predicted OOM in phase train")
 PY
+
+# The steps of a measure_steps() phase in other orders (batches of different sizes).
+orders=Prediction.TheStepsOfAPhaseAreSearchedInOtherOrders
+read -r recorded highest order < <(python3 - "$tmp/t4/$orders.json" <<'PY'
+import json, sys
+predictions = json.load(open(sys.argv[1]))["phases"][0]["predictions"]
+t4, expandable = predictions[0], predictions[1]
+o = t4["orders"]
+assert o["searched"] and o["orders_tried"] == 32, o
+assert o["recorded_reserved_bytes"] == t4["peak_reserved_bytes"], (o, t4["peak_reserved_bytes"])
+assert o["highest_reserved_bytes"] > o["recorded_reserved_bytes"], o
+print(o["recorded_reserved_bytes"], o["highest_reserved_bytes"], ",".join(map(str, o["highest_order"])))
+e = expandable["orders"]
+print(f"t4 expandable_segments:True: reserved {e['lowest_reserved_bytes']} .. {e['highest_reserved_bytes']} B "
+      "over the orders tried", file=sys.stderr)
+PY
+)
+echo "ok: t4, the order run reserves $recorded B; the order $order of its steps $highest B"
+mkdir "$tmp/worst"
+OOMGUARD_CARD=t4 PREDICTION_ORDER="${order//,/ }" OOMGUARD_REPORT_DIR="$tmp/worst" "$binary" \
+  --gtest_filter="$orders" > "$tmp/worst.txt" 2>&1 || { cat "$tmp/worst.txt"; fail "the worst order, run"; }
+python3 - "$tmp/worst/$orders.json" "$highest" <<'PY'
+import json, sys
+t4 = json.load(open(sys.argv[1]))["phases"][0]["predictions"][0]
+assert t4["peak_reserved_bytes"] == int(sys.argv[2]), (t4["peak_reserved_bytes"], sys.argv[2])
+print(f"ok: run in that order, the phase reserves {t4['peak_reserved_bytes']} B, as its replay did")
+PY
+rc=0
+OOMGUARD_CAPACITY=$highest PREDICTION_MARGIN=10% "$binary" --gtest_filter="$orders" \
+  > "$tmp/any-order.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$tmp/any-order.txt"; fail "capacity $highest, 10%: exit $rc, expected 1"; }
+grep -F "phase train of $orders does not fit in every order of its steps with a margin of 10%:" "$tmp/any-order.txt" &&
+  grep -F "in the order ${order//,/, } of its steps (the order run: " "$tmp/any-order.txt" &&
+  grep -F "measure_steps(\"train\", {${order//,/, }}, step) runs it" "$tmp/any-order.txt" ||
+  { cat "$tmp/any-order.txt"; fail "capacity $highest: the failure does not name the worst order"; }
+rc=0
+OOMGUARD_CARD=t4 OOMGUARD_ORDERS=0 PREDICTION_MARGIN=10% "$binary" --gtest_filter="$orders" \
+  > "$tmp/no-orders.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -qF "no orders of its steps were searched for t4: OOMGUARD_ORDERS=0" "$tmp/no-orders.txt" ||
+  { cat "$tmp/no-orders.txt"; fail "OOMGUARD_ORDERS=0: exit $rc, or the assertion does not say why"; }
+rc=0
+OOMGUARD_CARD=t4 OOMGUARD_ORDERS=many "$binary" --gtest_filter="$orders" > "$tmp/bad-orders.txt" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -qF "OOMGUARD_ORDERS=many: expected a whole number" "$tmp/bad-orders.txt" ||
+  { cat "$tmp/bad-orders.txt"; fail "OOMGUARD_ORDERS=many: exit $rc"; }
+echo "ok: EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER fails naming the worst order, or saying none was searched"
+schema_rejects "$tmp/t4/$orders.json" "o['highest_order'] = []" "del o['recorded_reserved_bytes']" \
+  "o['searched'] = False"
 
 # The workspace rule switched off: the prediction loses its two workspaces.
 mkdir "$tmp/none"

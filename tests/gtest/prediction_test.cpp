@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -248,6 +249,94 @@ TEST_F(Prediction, AnAttentionBackwardStoppedHalfwayHoldsNothingBack) {
           idle.predictions.front().peak_allocated_bytes,
       8 << 20)
       << "an allocation after the stopped backward is missing from the prediction";
+}
+
+// Batches of different sizes: how much the pool holds depends on the order they come in.
+// Step i takes batch i alone (its rows kBatchRows[i]), so its allocations depend on its index
+// alone, as the order search needs. PREDICTION_ORDER ("0 3 1 2 ...") runs the steps in that
+// order instead (prediction_check.sh runs the worst order a search named).
+constexpr int64_t kBatchRows[] = {128, 2560, 1280, 2048, 1536, 3072, 1792, 2304};
+constexpr int kBatches = 8;
+
+PhaseResult train_in_order(const std::vector<int>& order) {
+  torch::nn::Linear in(512, 2048), out(2048, 512);
+  torch::optim::Adam adam({in->weight, in->bias, out->weight, out->bias});
+  const auto step = [&](int i) {
+    memory::AllocTag tag("mlp");
+    const at::Tensor x = at::randn({kBatchRows[i], 512});
+    out(at::relu(in(x))).pow(2).mean().backward();
+    adam.step();
+    adam.zero_grad();
+  };
+  if (!order.empty())
+    return measure_steps("train", order, step);
+  return measure_steps("train", kBatches, step);
+}
+
+std::vector<int> order_from_env() {
+  std::vector<int> order;
+  if (const char* text = env("PREDICTION_ORDER")) {
+    std::istringstream in(text);
+    for (int step = 0; in >> step;)
+      order.push_back(step);
+  }
+  return order;
+}
+
+// The steps of a measure_steps() phase are searched in other orders: the order run, replayed,
+// is what the model predicted live; the first step keeps its place; the worst order found is
+// named; EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER holds it to the card.
+TEST_F(Prediction, TheStepsOfAPhaseAreSearchedInOtherOrders) {
+  const std::vector<int> given = order_from_env();
+  const PhaseResult phase = train_in_order(given);
+  ASSERT_FALSE(phase.predictions.empty());
+  for (const oomguard::testing::Prediction& p : phase.predictions) {
+    std::cout << "[ orders ] " << p.label << " reserved " << p.peak_reserved_bytes;
+    const StepOrders& o = p.orders;
+    if (!p.fits()) {
+      EXPECT_FALSE(o.searched()) << "a phase that ran out is not searched";
+      EXPECT_EQ(o.why_not, "the phase ran out of memory in the order run");
+      std::cout << " (out of memory)\n";
+      continue;
+    }
+    if (const char* orders = env("OOMGUARD_ORDERS"); orders != nullptr && *orders == '0') {
+      EXPECT_FALSE(o.searched());
+      EXPECT_EQ(o.why_not, "OOMGUARD_ORDERS=0: the process is not recorded step by step");
+      std::cout << " (no orders searched)\n";
+      continue;
+    }
+    ASSERT_TRUE(o.searched()) << p.label << ": " << o.why_not;
+    std::cout << " orders " << o.orders_tried << " recorded " << o.recorded_reserved_bytes
+              << " lowest " << o.lowest_reserved_bytes << " highest " << o.highest_reserved_bytes
+              << " order";
+    for (const int step : o.highest_order)
+      std::cout << " " << step;
+    std::cout << "\n";
+    EXPECT_GT(o.orders_tried, 3) << "steps of different sizes: orders beyond the sorted ones";
+    EXPECT_EQ(o.recorded_reserved_bytes, p.peak_reserved_bytes)
+        << "the order run, replayed, is what the model predicted as it ran";
+    EXPECT_LE(o.lowest_reserved_bytes, o.recorded_reserved_bytes);
+    EXPECT_GE(o.highest_reserved_bytes, o.recorded_reserved_bytes);
+    ASSERT_EQ(o.highest_order.size(), given.empty() ? size_t{kBatches} : given.size());
+    EXPECT_EQ(o.highest_order.front(), given.empty() ? 0 : given.front())
+        << "the first step keeps its place";
+    std::vector<int> sorted = o.highest_order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < static_cast<int>(sorted.size()); ++i)
+      EXPECT_EQ(sorted[static_cast<size_t>(i)], i) << "an order of the steps, each once";
+  }
+  if (env("PREDICTION_MARGIN") != nullptr)
+    EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER(phase, env("PREDICTION_MARGIN"));
+}
+
+// The helper that puts a user's samples worst-first: longest first, ties in their order.
+TEST(WorstFirst, LongestFirstTiesInTheirOrder) {
+  EXPECT_EQ(worst_first(std::vector<int64_t>{3, 9, 1, 9, 4}), (std::vector<size_t>{1, 3, 4, 0, 2}));
+  const std::vector<std::string> samples = {"ab", "abcd", "a", "wxyz"};
+  EXPECT_EQ(
+      worst_first(samples, [](const std::string& s) { return s.size(); }),
+      (std::vector<std::string>{"abcd", "wxyz", "ab", "a"}));
+  EXPECT_TRUE(worst_first(std::vector<int64_t>{}).empty());
 }
 
 }  // namespace

@@ -30,6 +30,9 @@
 //                          bytes alone are held to the capacity
 //   OOMGUARD_PREDICT       more cards and settings to predict alongside, ';'-separated:
 //                          "t4 expandable_segments:True; a100-80; 12GiB"
+//   OOMGUARD_ORDERS        on CPU with the allocator model, how many orders of each
+//                          measure_steps() phase's steps are searched for the reserved peak
+//                          (default 32; 0: none, and the process is not recorded for it)
 //   OOMGUARD_RULES         the CPU-to-GPU rules the model applies: all (default), none, or
 //                          names (<oomguard/sim/gpu_rules.h>: cublas_workspace,
 //                          sdpa_attention)
@@ -53,8 +56,11 @@
 //   OOMGUARD_REPORT_DIR    where each test's report (oomguard.report/1) is written, and
 //                          <Suite.Name>.seed-<N>.json for a seed from the counter
 // clang-format on
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -67,6 +73,24 @@
 #include <oomguard/sim/replay.h>
 
 namespace oomguard::testing {
+
+// The reserved peak of a measure_steps() phase over orders of its steps, for one card and
+// setting (Note [orders of steps] in <oomguard/sim/step_orders.h>). Each step runs once, in the
+// order given, recorded; the orders are replays of those recordings through the allocator
+// model, so a step must allocate the same wherever it runs: it depends on its index alone
+// (step(i) takes the i-th batch, whatever ran before). The first step keeps its place (it may
+// make state, as an optimizer's), and what a step leaves for the next (its gradients) is
+// freed by the step now after it.
+struct StepOrders {
+  int64_t orders_tried = 0;  // 0: none searched, and why_not says why
+  std::string why_not;       // "OOMGUARD_ORDERS=0", "the phase ran out of memory", a refusal
+  int64_t recorded_reserved_bytes = 0;  // the order run (0, 1, ...), replayed
+  int64_t lowest_reserved_bytes = 0, highest_reserved_bytes = 0;
+  std::vector<int> highest_order;  // the step indices in the order with the highest reserved
+  std::string highest_oom;         // the card runs out in that order: LibTorch's message, else ""
+
+  bool searched() const { return orders_tried > 0; }
+};
 
 // What the caching-allocator model predicts a CUDA run of the phase would do on one card (or
 // capacity) with one allocator setting: on CPU with OOMGUARD_CARD or OOMGUARD_CAPACITY.
@@ -84,6 +108,8 @@ struct Prediction {
   // {"sdpa_attention", 65536, "2 call(s): sm75 fp32: mem-efficient ... in place of the CPU's
   // math path; kept 64KiB for backward, left out 130.77MiB the CPU kernel allocated"}.
   std::vector<sim::RuleEffect> rules;
+  // measure_steps() only: the phase's reserved peak over orders of its steps (OOMGUARD_ORDERS).
+  StepOrders orders;
 
   std::string label;  // "t4", "t4 expandable_segments:True", "12GiB"
 
@@ -132,8 +158,43 @@ PhaseResult measure(const std::string& name, const std::function<void()>& body);
 // the allocated bytes after each step in step_end_bytes, for EXPECT_PHASE_NO_STEP_GROWTH:
 //     auto training = measure_steps("train", 5, [&](int) { train_step(model, batch); });
 //     EXPECT_PHASE_NO_STEP_GROWTH(training, "16KiB");  // a leak per step fails here
+// With the allocator model (CPU with a card or capacity) each prediction also carries the
+// reserved peak over orders of the steps (Prediction::orders, OOMGUARD_ORDERS of them), for
+// EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER; the steps then must depend on their index alone.
 PhaseResult measure_steps(
     const std::string& name, int steps, const std::function<void(int step)>& step);
+// measure_steps() in a given order: runs `step(order[0])`, `step(order[1])`, ..., the order an
+// EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER failure names, to run it for real.
+PhaseResult measure_steps(
+    const std::string& name,
+    const std::vector<int>& order,
+    const std::function<void(int step)>& step);
+
+// The indices of samples worst-first: by `lengths` (what a sample costs: its tokens, its
+// pixels), longest first, ties in their given order. Batches made from samples in this order
+// hold the longest samples first, so a smoke test that runs its first batches runs its worst:
+//     for (size_t i : oomguard::testing::worst_first(lengths)) ordered.push_back(samples[i]);
+inline std::vector<size_t> worst_first(const std::vector<int64_t>& lengths) {
+  std::vector<size_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(
+      order.begin(), order.end(), [&](size_t a, size_t b) { return lengths[a] > lengths[b]; });
+  return order;
+}
+// `samples` worst-first by `length(sample)` (an integer), longest first, ties in their order:
+//     auto batches = worst_first(samples, [](const Sample& s) { return s.tokens.size(); });
+template <class Sample, class Length>
+std::vector<Sample> worst_first(const std::vector<Sample>& samples, Length length) {
+  std::vector<int64_t> lengths;
+  lengths.reserve(samples.size());
+  for (const Sample& sample : samples)
+    lengths.push_back(static_cast<int64_t>(length(sample)));
+  std::vector<Sample> ordered;
+  ordered.reserve(samples.size());
+  for (const size_t i : worst_first(lengths))
+    ordered.push_back(samples[i]);
+  return ordered;
+}
 
 // The figures of a phase measured elsewhere (a memory::PhaseScope in your own loop, or a
 // smoke run's phase) as a PhaseResult of the current test, for the assertions below. Its
@@ -170,6 +231,11 @@ uint64_t seed_test();
     const PhaseResult& phase,
     const std::string& limit);
 ::testing::AssertionResult phase_fits_card(
+    const char* phase_text,
+    const char* margin_text,
+    const PhaseResult& phase,
+    const std::string& margin);
+::testing::AssertionResult phase_fits_card_in_any_order(
     const char* phase_text,
     const char* margin_text,
     const PhaseResult& phase,
@@ -235,3 +301,12 @@ class MemoryTest : public ::testing::Test {
   EXPECT_PRED_FORMAT2(::oomguard::testing::phase_fits_card, phase, margin)
 #define ASSERT_PHASE_FITS_CARD(phase, margin) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_fits_card, phase, margin)
+// EXPECT_PHASE_FITS_CARD for every order of a measure_steps() phase's steps the layer searched
+// (Prediction::orders): fails naming the worst order found, its reserved peak and how to run
+// it; where no order was searched on CPU (OOMGUARD_ORDERS=0, steps that cannot be reordered),
+// it fails saying why. On CUDA, where the allocator model is not used, no orders are searched:
+// the steps ran in the order given and it asserts what EXPECT_PHASE_FITS_CARD does.
+#define EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER(phase, margin) \
+  EXPECT_PRED_FORMAT2(::oomguard::testing::phase_fits_card_in_any_order, phase, margin)
+#define ASSERT_PHASE_FITS_CARD_IN_ANY_ORDER(phase, margin) \
+  ASSERT_PRED_FORMAT2(::oomguard::testing::phase_fits_card_in_any_order, phase, margin)

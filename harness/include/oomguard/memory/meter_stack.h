@@ -35,6 +35,10 @@ struct MeterOptions {
   // fragmentation are predicted and the first target's card fails as the CUDA allocator
   // would (ModelledMeter); empty for no model. The first target's capacity is capacity_bytes.
   std::vector<ModelTarget> model_targets;
+  // With the model: each measure_steps() phase's reserved peak is also searched over this many
+  // orders of its steps (<oomguard/gtest.h>), the process recorded step by step in memory for
+  // it from the stack's start; 0: none recorded or searched (OOMGUARD_ORDERS).
+  int64_t step_orders = 0;
 };
 
 // MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda, or cuda:N in a
@@ -46,8 +50,9 @@ struct MeterOptions {
 // instead) with the settings in OOMGUARD_ALLOC_CONF and the rules in OOMGUARD_RULES (all,
 // none, or names: <oomguard/sim/gpu_rules.h>), and OOMGUARD_PREDICT adds more cards and
 // settings to predict alongside: "CARD_OR_SIZE [SETTINGS]; ..." ("t4
-// expandable_segments:True; a100-80"). Throws std::invalid_argument naming the variable and
-// what it accepts.
+// expandable_segments:True; a100-80"), and OOMGUARD_ORDERS how many orders of a
+// measure_steps() phase's steps are searched (default 32 with the model, 0 for none). Throws
+// std::invalid_argument naming the variable and what it accepts.
 MeterOptions meter_options_from_env();
 
 // "cpu" or "cuda" for `asked` (auto, cpu, cuda); throws std::invalid_argument when CUDA is
@@ -70,6 +75,8 @@ class MeterStack {
   TrackingAllocator& tracker() { return tracker_; }
   LiveByTag* live() { return live_.get(); }              // null on CUDA or when off
   TraceRecorder* recorder() { return recorder_.get(); }  // null without a trace
+  // The process recorded step by step in memory (MeterOptions::step_orders), else null.
+  TraceRecorder* step_recorder() { return steps_.get(); }
   CudaMeter* cuda() { return cuda_.get(); }              // null on CPU
   ModelledMeter* modelled() { return modelled_.get(); }  // null without the model
   // Why the figures may miss allocations, empty when the meter sees them all: on CPU, the
@@ -83,6 +90,7 @@ class MeterStack {
   std::string device_;
   TrackingAllocator& tracker_;
   std::unique_ptr<TraceRecorder> recorder_;
+  std::unique_ptr<TraceRecorder> steps_;
   std::unique_ptr<LiveByTag> live_;
   bool naming_ = false;  // this stack switched naming untagged allocations by operator on
   std::unique_ptr<ModelledMeter> modelled_;

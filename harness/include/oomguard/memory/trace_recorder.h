@@ -42,6 +42,12 @@ class TraceRecorder final : public AllocationObserver {
   // In memory: what was recorded so far (to a file: an empty trace); the recorder starts
   // again from nothing, frees of what it recorded before then left out.
   sim::Trace take_trace();
+  // In memory: a copy of what was recorded so far; the recording goes on.
+  sim::Trace trace_so_far();
+  // The caching allocator's cache was emptied (the model's, as torch.cuda.empty_cache()): in
+  // memory an empty-cache event, so a replay empties its pool there too; a file's JSON Lines
+  // have no such event and leave it out.
+  void on_empty_cache();
 
  private:
   void write(const std::string& line);

@@ -1,4 +1,4 @@
-#include "harness/app/order_search.h"
+#include <oomguard/sim/step_orders.h>
 
 #include <algorithm>
 #include <functional>
@@ -8,14 +8,14 @@
 #include <stdexcept>
 #include <unordered_map>
 
-namespace oomguard::app {
+namespace oomguard::sim {
 namespace {
-
-using sim::Trace;
-using sim::TraceEvent;
 
 // One phase of a recorded run cut into its steps (Note [orders of steps]).
 struct PhaseSteps {
+  std::string name;
+  bool repeat_steps = false;       // StepPhase::repeat_steps
+  std::vector<int64_t> sizes;      // StepPhase::sizes, or the bytes each step allocates
   size_t begin = 0, end = 0;       // the phase's events [begin, end)
   std::vector<size_t> step_begin;  // step s: [step_begin[s], step_begin[s + 1] or epilogue)
   size_t epilogue = 0;             // the events after the last step
@@ -24,6 +24,8 @@ struct PhaseSteps {
   std::vector<std::vector<int32_t>> survivors;
   // A free of a survivor: the step that made it and its rank there, by event index.
   std::unordered_map<size_t, std::pair<size_t, size_t>> survivor_frees;
+  // A free after the phase of what the last step left past it: its rank there, by event index.
+  std::unordered_map<size_t, size_t> carried_frees;
   // Per step: what it made that lives past the phase, or frees what came before the phase's
   // steps; a step with either must not run twice in one order.
   std::vector<bool> repeatable;
@@ -35,9 +37,8 @@ struct PhaseSteps {
   size_t step_end(size_t s) const { return s + 1 < steps() ? step_begin[s + 1] : epilogue; }
 };
 
-struct Layout {
-  PhaseSteps train, evaluate;
-};
+// The phases whose steps move, in the trace's order.
+using Layout = std::vector<PhaseSteps>;
 
 [[noreturn]] void refuse(const std::string& why) {
   throw std::invalid_argument("the steps cannot be reordered: " + why);
@@ -47,18 +48,19 @@ bool steps_event(const TraceEvent& e) {
   return e.op == TraceEvent::Op::kAlloc || e.op == TraceEvent::Op::kFree;
 }
 
-// The events of phase `name`, from its phase event to the next one; empty when it did not run.
+// The events of phase `name`, from its last phase event to the next one (a test binary may
+// run a phase again); empty when it did not run.
 std::pair<size_t, size_t> phase_range(const Trace& t, const std::string& name) {
   size_t begin = t.events.size(), end = t.events.size();
   for (size_t i = 0; i < t.events.size(); ++i) {
     if (t.events[i].op != TraceEvent::Op::kPhase)
       continue;
-    if (begin < t.events.size()) {
+    if (begin < t.events.size() && end == t.events.size())
       end = i;
-      break;
-    }
-    if (t.phases[static_cast<size_t>(t.events[i].phase)] == name)
+    if (t.phases[static_cast<size_t>(t.events[i].phase)] == name) {
       begin = i;
+      end = t.events.size();
+    }
   }
   return {begin, begin < t.events.size() ? end : begin};
 }
@@ -121,26 +123,43 @@ void find_survivors(const Trace& t, PhaseSteps& ph, const std::string& name) {
       if (e.op == TraceEvent::Op::kFree && made_in.count(e.slot) == 0)
         ph.repeatable[s] = false;  // frees what came before the steps
     }
-  {
-    std::unordered_map<int32_t, bool> freed_here;
-    for (size_t i = ph.step_begin.empty() ? ph.end : ph.step_begin[0]; i < ph.end; ++i)
-      if (t.events[i].op == TraceEvent::Op::kFree)
-        freed_here[t.events[i].slot] = true;
-    for (size_t s = 0; s < n; ++s)
-      for (const int32_t slot : made[s]) {
-        if (freed_here.count(slot) > 0)
-          ph.local[s].push_back(slot);
-        else
-          ph.repeatable[s] = false;  // lives past the phase
-      }
+  std::unordered_map<int32_t, bool> freed_here;
+  for (size_t i = ph.step_begin.empty() ? ph.end : ph.step_begin[0]; i < ph.end; ++i)
+    if (t.events[i].op == TraceEvent::Op::kFree)
+      freed_here[t.events[i].slot] = true;
+  for (size_t s = 0; s < n; ++s)
+    for (const int32_t slot : made[s]) {
+      if (freed_here.count(slot) > 0)
+        ph.local[s].push_back(slot);
+      else
+        ph.repeatable[s] = false;  // lives past the phase
+    }
+  // The last step may leave its share past the phase instead of to the epilogue (a loop whose
+  // last gradients are freed after it, or never): where it leaves the epilogue fewer than the
+  // first step leaves, what outlives the phase counts as its share too.
+  std::unordered_map<int32_t, bool> carried;
+  if (n > 1) {
+    size_t to_epilogue = 0;
+    for (const int32_t slot : made[n - 1])
+      to_epilogue += freed_in.count(slot);
+    size_t first = 0;
+    for (const int32_t slot : made[0])
+      first += freed_in.count(slot);
+    if (to_epilogue < first)
+      for (const int32_t slot : made[n - 1])
+        if (freed_here.count(slot) == 0)
+          carried[slot] = true;
   }
   std::unordered_map<int32_t, size_t> rank;
   for (size_t s = 0; s < n; ++s)
     for (const int32_t slot : made[s])
-      if (freed_in.count(slot) > 0) {
+      if (freed_in.count(slot) > 0 || carried.count(slot) > 0) {
         rank[slot] = ph.survivors[s].size();
         ph.survivors[s].push_back(slot);
       }
+  for (size_t i = ph.end; i < t.events.size(); ++i)
+    if (t.events[i].op == TraceEvent::Op::kFree && carried.count(t.events[i].slot) > 0)
+      ph.carried_frees[i] = rank[t.events[i].slot];
   for (size_t s = 1; s < n; ++s)
     if (ph.survivors[s].size() != ph.survivors[0].size())
       refuse(
@@ -154,35 +173,52 @@ void find_survivors(const Trace& t, PhaseSteps& ph, const std::string& name) {
   }
 }
 
-PhaseSteps phase_steps(const Trace& t, const std::string& name, size_t fixed) {
+// Each step's size: as given, else the bytes it allocates.
+std::vector<int64_t> step_sizes(const Trace& t, const PhaseSteps& ph, const StepPhase& given) {
+  if (!given.sizes.empty())
+    return given.sizes;
+  std::vector<int64_t> sizes(ph.steps(), 0);
+  for (size_t s = 0; s < ph.steps(); ++s)
+    for (size_t i = ph.step_begin[s]; i < ph.step_end(s); ++i)
+      if (t.events[i].op == TraceEvent::Op::kAlloc)
+        sizes[s] += t.events[i].bytes;
+  return sizes;
+}
+
+PhaseSteps phase_steps(const Trace& t, const StepPhase& given) {
   PhaseSteps ph;
-  std::tie(ph.begin, ph.end) = phase_range(t, name);
-  cut_steps(t, ph, name);
-  find_survivors(t, ph, name);
+  ph.name = given.name;
+  ph.repeat_steps = given.repeat_steps;
+  std::tie(ph.begin, ph.end) = phase_range(t, given.name);
+  cut_steps(t, ph, given.name);
+  find_survivors(t, ph, given.name);
   // A step that frees what the one before it made cannot come first.
+  size_t fixed = given.fixed;
   for (const auto& free : ph.survivor_frees)
     if (free.first < ph.epilogue)
       fixed = std::max<size_t>(fixed, 1);
   ph.fixed = std::min(fixed, ph.steps());
+  ph.sizes = step_sizes(t, ph, given);
   return ph;
 }
 
-Layout layout(const Trace& t) {
+Layout layout(const Trace& t, const std::vector<StepPhase>& phases) {
   Layout l;
-  // Train's first step makes AdamW's state: it stays first.
-  l.train = phase_steps(t, "train", /*fixed=*/1);
-  l.evaluate = phase_steps(t, "evaluate", /*fixed=*/0);
-  if (l.evaluate.steps() > 0 && l.train.steps() > 0 && l.evaluate.begin < l.train.end)
-    refuse("evaluate does not follow train");
+  for (const StepPhase& given : phases) {
+    PhaseSteps ph = phase_steps(t, given);
+    if (!l.empty() && ph.steps() > 0 && l.back().steps() > 0 && ph.begin < l.back().end)
+      refuse(ph.name + " does not follow " + l.back().name);
+    l.push_back(std::move(ph));
+  }
   return l;
 }
 
 // An order of the phase's steps: its first `fixed` in place, then movable steps, a step more
 // than once only where it may run again, and a step left out only where nothing of it
 // outlives the phase. The order may hold fewer or more places than the steps recorded.
-void check_order(const std::vector<size_t>& order, const PhaseSteps& ph, const char* name) {
-  const auto bad = [name](const std::string& why) {
-    throw std::invalid_argument(std::string("not an order of the ") + name + " steps: " + why);
+void check_order(const std::vector<size_t>& order, const PhaseSteps& ph) {
+  const auto bad = [&ph](const std::string& why) {
+    throw std::invalid_argument("not an order of the " + ph.name + " steps: " + why);
   };
   if (order.size() < ph.fixed || (order.empty() && ph.steps() > 0))
     bad(std::to_string(order.size()) + " places for " + std::to_string(ph.steps()) + " steps");
@@ -206,7 +242,8 @@ void emit_phase(
     const PhaseSteps& ph,
     const std::vector<size_t>& order,
     int32_t& next_slot,
-    std::vector<TraceEvent>& out) {
+    std::vector<TraceEvent>& out,
+    std::unordered_map<size_t, int32_t>& later_slots) {
   const size_t first = ph.steps() > ph.fixed ? ph.step_begin[ph.fixed] : ph.epilogue;
   out.insert(
       out.end(),
@@ -258,59 +295,82 @@ void emit_phase(
     }
     out.push_back(e);
   }
+  // What the last step left past the phase is the last place's.
+  for (const auto& [index, rank] : ph.carried_frees)
+    later_slots[index] = placed.back()[rank];
 }
 
 // `recorded` with its steps in `order`, cut into steps as `l` says.
 Trace reorder(const Trace& recorded, const Layout& l, const StepOrder& order) {
-  check_order(order.train, l.train, "train");
-  check_order(order.evaluate, l.evaluate, "evaluate");
+  if (order.size() != l.size())
+    throw std::invalid_argument(
+        "not an order of the steps: " + std::to_string(order.size()) + " phases' orders for " +
+        std::to_string(l.size()) + " phases");
+  for (size_t k = 0; k < l.size(); ++k)
+    check_order(order[k], l[k]);
   Trace out;
   out.phases = recorded.phases;
   out.tags = recorded.tags;
   out.slots = recorded.slots;
   out.events.reserve(recorded.events.size());
-  size_t at = 0;
-  for (const auto* ph : {&l.train, &l.evaluate}) {
-    if (ph->begin == ph->end)
-      continue;
+  // Frees after a phase of what its last step left past it, by event index: the new slot,
+  // patched into a copy of the recording before the events after that phase are read.
+  std::unordered_map<size_t, int32_t> later_slots;
+  const Trace* from = &recorded;
+  Trace patched;
+  const auto copy = [&](size_t begin, size_t end) {
     out.events.insert(
         out.events.end(),
-        recorded.events.begin() + static_cast<std::ptrdiff_t>(at),
-        recorded.events.begin() + static_cast<std::ptrdiff_t>(ph->begin));
-    emit_phase(recorded, *ph, ph == &l.train ? order.train : order.evaluate, out.slots, out.events);
-    at = ph->end;
+        from->events.begin() + static_cast<std::ptrdiff_t>(begin),
+        from->events.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  size_t at = 0;
+  for (size_t k = 0; k < l.size(); ++k) {
+    const PhaseSteps& ph = l[k];
+    if (ph.begin == ph.end)
+      continue;
+    copy(at, ph.begin);
+    emit_phase(*from, ph, order[k], out.slots, out.events, later_slots);
+    if (!later_slots.empty()) {
+      if (from == &recorded) {
+        patched = recorded;
+        from = &patched;
+      }
+      for (const auto& [index, slot] : later_slots)
+        patched.events[index].slot = slot;
+      later_slots.clear();
+    }
+    at = ph.end;
   }
-  out.events.insert(
-      out.events.end(),
-      recorded.events.begin() + static_cast<std::ptrdiff_t>(at),
-      recorded.events.end());
+  copy(at, recorded.events.size());
   return out;
 }
 
-StepOrder own_order(const Layout& l) {
-  StepOrder order;
-  order.train.resize(l.train.steps());
-  order.evaluate.resize(l.evaluate.steps());
-  std::iota(order.train.begin(), order.train.end(), size_t{0});
-  std::iota(order.evaluate.begin(), order.evaluate.end(), size_t{0});
+StepOrder recorded_order(const Layout& l) {
+  StepOrder order(l.size());
+  for (size_t k = 0; k < l.size(); ++k) {
+    order[k].resize(l[k].steps());
+    std::iota(order[k].begin(), order[k].end(), size_t{0});
+  }
   return order;
 }
 
 }  // namespace
 
-StepOrder own_order(const Trace& recorded) {
-  return own_order(layout(recorded));
+StepOrder recorded_order(const Trace& recorded, const std::vector<StepPhase>& phases) {
+  return recorded_order(layout(recorded, phases));
 }
 
-sim::Trace reorder_steps(const Trace& recorded, const StepOrder& order) {
-  return reorder(recorded, layout(recorded), order);
+Trace reorder_steps(
+    const Trace& recorded, const std::vector<StepPhase>& phases, const StepOrder& order) {
+  return reorder(recorded, layout(recorded, phases), order);
 }
 
 namespace {
 
 // What the search climbs: an OOM above every figure, else the reserved peak of `phase`, or
 // of every phase added up ("").
-int64_t pressure(const sim::ReplayResult& r, const std::string& phase = "") {
+int64_t pressure(const ReplayResult& r, const std::string& phase = "") {
   if (r.oom)
     return INT64_MAX;
   int64_t sum = 0;
@@ -320,37 +380,28 @@ int64_t pressure(const sim::ReplayResult& r, const std::string& phase = "") {
   return sum;
 }
 
-// `places` steps: the first `fixed` of the `recorded` in place, then of the movable ones the
-// longest that fit, by their positions, shortest or longest first.
-std::vector<size_t> sorted_by(
-    size_t recorded,
-    size_t places,
-    size_t fixed,
-    const std::vector<int64_t>& positions,
-    bool longest) {
-  const auto at = [&](size_t s) { return s < positions.size() ? positions[s] : 0; };
-  std::vector<size_t> order(recorded);
+// `places` steps: the first `fixed` of the phase's in place, then of the movable ones the
+// largest that fit, by their sizes, smallest or largest first.
+std::vector<size_t> sorted_by(const PhaseSteps& ph, size_t places, bool largest) {
+  const auto size = [&](size_t s) { return s < ph.sizes.size() ? ph.sizes[s] : 0; };
+  std::vector<size_t> order(ph.steps());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(
-      order.begin() + static_cast<std::ptrdiff_t>(fixed), order.end(), [&](size_t a, size_t b) {
-        return at(a) < at(b);
-      });
-  if (places < recorded)  // the shortest left out
-    order.erase(
-        order.begin() + static_cast<std::ptrdiff_t>(fixed),
-        order.begin() + static_cast<std::ptrdiff_t>(fixed + recorded - places));
-  if (longest)
-    std::reverse(order.begin() + static_cast<std::ptrdiff_t>(fixed), order.end());
+  const auto movable = order.begin() + static_cast<std::ptrdiff_t>(ph.fixed);
+  std::stable_sort(movable, order.end(), [&](size_t a, size_t b) { return size(a) < size(b); });
+  if (places < order.size())  // the smallest left out
+    order.erase(movable, movable + static_cast<std::ptrdiff_t>(order.size() - places));
+  if (largest)
+    std::reverse(order.begin() + static_cast<std::ptrdiff_t>(ph.fixed), order.end());
   return order;
 }
 
 class Searcher {
  public:
-  Searcher(const Trace& recorded, const Layout& layout, const OrderSearchOptions& options)
+  Searcher(const Trace& recorded, const Layout& layout, const StepOrderOptions& options)
       : recorded_(recorded), layout_(layout), options_(options), rng_(options.seed) {}
 
   // Replays `order` (while the budget lasts) and keeps the figures; false when spent.
-  bool try_order(const StepOrder& order, const char* how, sim::ReplayResult* result = nullptr) {
+  bool try_order(const StepOrder& order, const char* how, ReplayResult* result = nullptr) {
     if (search_.orders_tried >= options_.orders)
       return false;
     Trace trace;
@@ -362,26 +413,25 @@ class Searcher {
     OrderFigures f{
         order,
         how,
-        sim::replay(
+        replay(
             trace, options_.settings, options_.device, nullptr, nullptr, options_.workspace_bytes)};
-    ++search_.orders_tried;
-    if (search_.orders_tried == 1) {
-      search_.own = search_.lowest = search_.highest = f;
-      for (const auto& p : f.result.phases)
-        search_.phases.push_back({p.name, p.peak_reserved_bytes, p.peak_reserved_bytes});
-    }
+    if (++search_.orders_tried == 1)
+      first(f);
     for (const auto& p : f.result.phases)
       for (auto& spread : search_.phases)
         if (spread.name == p.name) {
           spread.lowest_bytes = std::min(spread.lowest_bytes, p.peak_reserved_bytes);
           spread.highest_bytes = std::max(spread.highest_bytes, p.peak_reserved_bytes);
         }
-    for (const char* phase : {"train", "evaluate", ""}) {
-      const auto it = best_pressure_.find(phase);
-      const int64_t p = pressure(f.result, phase);
+    for (size_t k = 0; k <= layout_.size(); ++k) {
+      const std::string target = k < layout_.size() ? layout_[k].name : "";
+      const auto it = best_pressure_.find(target);
+      const int64_t p = pressure(f.result, target);
       if (it == best_pressure_.end() || p > it->second) {
-        best_pressure_[phase] = p;
-        best_[phase] = order;
+        best_pressure_[target] = p;
+        best_[target] = order;
+        if (k < layout_.size())
+          search_.highest_of_phase[k] = f;
       }
     }
     if (pressure(f.result) > pressure(search_.highest.result))
@@ -393,47 +443,27 @@ class Searcher {
     return true;
   }
 
-  // From the best order so far for `phase` ("": the phases added up), a few random moves,
-  // then moves kept while its peak does not fall, until 8 in a row fail to raise it.
-  void climb(size_t train_fixed, size_t evaluate_fixed, const std::string& phase, bool perturb) {
-    const auto best_it = best_.find(phase);
+  // From the best order so far for `target` (a phase's name; "": the phases added up), a few
+  // random moves, then moves kept while its peak does not fall, until 8 in a row fail to
+  // raise it.
+  void climb(const std::string& target, bool perturb) {
+    const auto best_it = best_.find(target);
     if (best_it == best_.end())
       return;
     StepOrder order = best_it->second;
-    const bool train_only = phase == "train", evaluate_only = phase == "evaluate";
-    const auto move = [&](StepOrder& o) {
-      const size_t train_moves = evaluate_only ? 0 : o.train.size() - train_fixed;
-      const size_t eval_moves = train_only ? 0 : o.evaluate.size() - evaluate_fixed;
-      if (train_moves + eval_moves < 2)
-        return false;
-      const size_t a = std::uniform_int_distribution<size_t>(0, train_moves + eval_moves - 1)(rng_);
-      const bool in_train = a < train_moves;
-      auto& steps = in_train ? o.train : o.evaluate;
-      const size_t fixed = in_train ? train_fixed : evaluate_fixed;
-      const size_t span = in_train ? train_moves : eval_moves;
-      const size_t place = fixed + (in_train ? a : a - train_moves);
-      const size_t other = fixed + std::uniform_int_distribution<size_t>(0, span - 1)(rng_);
-      if (options_.repeat_steps && std::uniform_int_distribution<int>(0, 1)(rng_) == 1)
-        steps[place] = steps[other];  // that step again, in this place
-      else
-        std::swap(steps[place], steps[other]);
-      return true;
-    };
     for (int i = 0; perturb && i < 3; ++i)
-      move(order);
-    sim::ReplayResult best;
+      move(order, target);
+    ReplayResult best;
     if (!try_order(order, "search", &best))
       return;
     for (int stale = 0; stale < 8; ++stale) {
       StepOrder next = order;
-      if (!move(next))
+      if (!move(next, target) || search_.orders_tried >= options_.orders)
         return;
-      sim::ReplayResult r;
-      if (search_.orders_tried >= options_.orders)
-        return;
+      ReplayResult r;
       if (!try_order(next, "search", &r))
         continue;
-      const int64_t now = pressure(r, phase), before = pressure(best, phase);
+      const int64_t now = pressure(r, target), before = pressure(best, target);
       if (now >= before) {
         order = next;
         best = std::move(r);
@@ -444,14 +474,52 @@ class Searcher {
   }
 
   int64_t done_count() const { return search_.orders_tried; }
-  OrderSearch done() { return std::move(search_); }
+  StepOrderSearch done() { return std::move(search_); }
 
  private:
+  void first(const OrderFigures& f) {
+    search_.recorded = search_.lowest = search_.highest = f;
+    search_.highest_of_phase.assign(layout_.size(), f);
+    for (const auto& p : f.result.phases)
+      search_.phases.push_back({p.name, p.peak_reserved_bytes, p.peak_reserved_bytes});
+  }
+
+  // One move in a phase that `target` climbs (every phase for ""): two steps swapped, or,
+  // where the phase allows it, a step run again in another's place. False when no phase has
+  // two movable places.
+  bool move(StepOrder& o, const std::string& target) {
+    size_t total = 0;
+    for (size_t k = 0; k < layout_.size(); ++k)
+      if (target.empty() || layout_[k].name == target)
+        total += o[k].size() - std::min(o[k].size(), layout_[k].fixed);
+    if (total < 2)
+      return false;
+    size_t a = std::uniform_int_distribution<size_t>(0, total - 1)(rng_);
+    for (size_t k = 0; k < layout_.size(); ++k) {
+      if (!target.empty() && layout_[k].name != target)
+        continue;
+      const size_t fixed = std::min(o[k].size(), layout_[k].fixed);
+      const size_t span = o[k].size() - fixed;
+      if (a >= span) {
+        a -= span;
+        continue;
+      }
+      const size_t place = fixed + a;
+      const size_t other = fixed + std::uniform_int_distribution<size_t>(0, span - 1)(rng_);
+      if (layout_[k].repeat_steps && std::uniform_int_distribution<int>(0, 1)(rng_) == 1)
+        o[k][place] = o[k][other];  // that step again, in this place
+      else
+        std::swap(o[k][place], o[k][other]);
+      return true;
+    }
+    return false;
+  }
+
   const Trace& recorded_;
   const Layout& layout_;  // the recording cut into steps, once
-  const OrderSearchOptions& options_;
+  const StepOrderOptions& options_;
   std::mt19937_64 rng_;
-  OrderSearch search_;
+  StepOrderSearch search_;
   // Per climb target: the order with the highest pressure so far, and that pressure.
   std::map<std::string, StepOrder> best_;
   std::map<std::string, int64_t> best_pressure_;
@@ -459,48 +527,50 @@ class Searcher {
 
 }  // namespace
 
-OrderSearch search_step_orders(const Trace& recorded, const OrderSearchOptions& options) {
+StepOrderSearch search_step_orders(const Trace& recorded, const StepOrderOptions& options) {
   Layout l;
   try {
-    l = layout(recorded);
+    l = layout(recorded, options.phases);
   } catch (const std::invalid_argument& e) {
-    OrderSearch refused;
+    StepOrderSearch refused;
     refused.refused = e.what();
     return refused;
   }
   Searcher searcher(recorded, l, options);
-  StepOrder own = own_order(l);
-  const size_t places =
-      options.train_places > 0 ? static_cast<size_t>(options.train_places) : own.train.size();
-  if (places < own.train.size())
-    own.train.resize(places);
-  searcher.try_order(own, "the run's own");
-  // Steps of one shape give every order the same figures.
-  const auto one_shape = [](const std::vector<int64_t>& p) {
-    return std::adjacent_find(p.begin(), p.end(), std::not_equal_to<>()) == p.end();
-  };
-  if (one_shape(options.train_positions) && one_shape(options.evaluate_positions))
-    return searcher.done();
-  for (const bool longest : {false, true}) {
-    const StepOrder sorted{
-        sorted_by(l.train.steps(), places, l.train.fixed, options.train_positions, longest),
-        sorted_by(
-            l.evaluate.steps(),
-            l.evaluate.steps(),
-            l.evaluate.fixed,
-            options.evaluate_positions,
-            longest)};
-    searcher.try_order(sorted, longest ? "longest first" : "shortest first");
+  StepOrder recorded_steps = recorded_order(l);
+  std::vector<size_t> places(l.size());
+  for (size_t k = 0; k < l.size(); ++k) {
+    const int64_t given = options.phases[k].places;
+    places[k] = given > 0 ? static_cast<size_t>(given) : l[k].steps();
+    if (places[k] < recorded_steps[k].size())
+      recorded_steps[k].resize(places[k]);
   }
-  // Each phase's reserved peak is a figure of its own: the climbs take turns.
-  const char* targets[] = {"train", "evaluate", ""};
-  for (int restart = 0; restart < 1000; ++restart) {
+  searcher.try_order(recorded_steps, "recorded");
+  // Steps of one size give every order the same figures.
+  const bool one_size = std::all_of(l.begin(), l.end(), [](const PhaseSteps& ph) {
+    return std::adjacent_find(ph.sizes.begin(), ph.sizes.end(), std::not_equal_to<>()) ==
+           ph.sizes.end();
+  });
+  if (one_size)
+    return searcher.done();
+  for (const bool largest : {false, true}) {
+    StepOrder sorted;
+    for (size_t k = 0; k < l.size(); ++k)
+      sorted.push_back(sorted_by(l[k], places[k], largest));
+    searcher.try_order(sorted, largest ? "longest first" : "shortest first");
+  }
+  // Each phase's reserved peak is a figure of its own: the climbs take turns, then all added up.
+  std::vector<std::string> targets;
+  for (const PhaseSteps& ph : l)
+    targets.push_back(ph.name);
+  targets.emplace_back();
+  for (size_t restart = 0; restart < 1000; ++restart) {
     const int64_t before = searcher.done_count();
-    searcher.climb(l.train.fixed, l.evaluate.fixed, targets[restart % 3], restart >= 3);
+    searcher.climb(targets[restart % targets.size()], restart >= targets.size());
     if (searcher.done_count() == before)
       break;
   }
   return searcher.done();
 }
 
-}  // namespace oomguard::app
+}  // namespace oomguard::sim
