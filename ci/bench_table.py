@@ -22,7 +22,7 @@ def medians(doc, memory):
                {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[reps[0]["time_unit"]],
                "repetitions": len(reps)}
         for key in ("tokens_per_second", "gflops", "bytes_per_second", "weight_bytes",
-                    "events_per_second"):
+                    "events_per_second", "max_rss_bytes"):
             values = [r[key] for r in reps if key in r]
             if values:
                 row[key] = statistics.median(values)
@@ -38,6 +38,17 @@ def ratio(rows, a, b, key, target, better, key_b=None):
     if a not in rows or b not in rows or key not in rows[a] or key_b not in rows[b]:
         return None
     return judged(rows[a][key] / rows[b][key_b], target, better)
+
+
+def absolute(rows, name, key, scale, limit):
+    """rows[name][key] times scale, judged against an upper limit."""
+    if name not in rows or key not in rows[name]:
+        return None
+    return judged(rows[name][key] * scale, limit, "lower")
+
+
+def meta_run(model, meta):
+    return f"BM_MetaRun/model:{model}/meta:{meta}/iterations:1/real_time"
 
 
 def judged(value, target, better):
@@ -99,6 +110,13 @@ def main(times_path, memory_path):
         ("replay events/s (millions), default settings", replay_rate(rows), ">= 5"),
         ("--worst-case / plain run time, guarded (T4 model)", ratio(rows, "BM_Run/worst_case:1/guarded:1/iterations:1/real_time", "BM_Run/worst_case:0/guarded:1/iterations:1/real_time", "time_ms", 3.0, "lower"), "<= 3"),
         ("--worst-case / plain run time, unguarded (T4 model)", ratio(rows, "BM_Run/worst_case:1/guarded:0/iterations:1/real_time", "BM_Run/worst_case:0/guarded:0/iterations:1/real_time", "time_ms", 3.0, "lower"), "<= 3"),
+        ("GPT-2-small on the Meta device, seconds (T4)", absolute(rows, meta_run(0, 1), "time_ms", 1e-3, 5.0), "<= 5"),
+        ("GPT-2-small on the Meta device, resident GiB", absolute(rows, meta_run(0, 1), "max_rss_bytes", 2**-30, 1.0), "<= 1"),
+        ("GPT-2-small, Meta / CPU path time", ratio(rows, meta_run(0, 1), meta_run(0, 0), "time_ms", 1.0, "lower"), "(reference)"),
+        ("GPT-2-small, Meta / CPU path resident set", ratio(rows, meta_run(0, 1), meta_run(0, 0), "max_rss_bytes", 1.0, "lower"), "(reference)"),
+        ("~12 GB T4 model on the Meta device, seconds", absolute(rows, meta_run(1, 1), "time_ms", 1e-3, 10.0), "<= 10"),
+        ("~12 GB T4 model on the Meta device, resident GiB", absolute(rows, meta_run(1, 1), "max_rss_bytes", 2**-30, 1.0), "<= 1"),
+        ("1.3B model for an A100-80 on the Meta device, seconds", absolute(rows, meta_run(2, 1), "time_ms", 1e-3, 30.0), "<= 30"),
         ("static / grow bytes allocated per decode", ratio(rows, static, grow, "total_allocated_bytes", 1.0, "lower"), "(churn)"),
     ]
     print("\n| ratio | measured | target | met |")

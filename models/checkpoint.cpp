@@ -23,9 +23,10 @@ struct Recompute : torch::CustomClassHolder {
 };
 
 // The default generator of `device`: dropout on a CUDA tensor draws from the device's own.
+// The Meta device has none and draws nothing: the CPU's is kept and given back, unchanged.
 at::Generator default_generator(c10::Device device) {
-  return device.is_cpu() ? at::detail::getDefaultCPUGenerator()
-                         : at::globalContext().defaultGenerator(device);
+  return device.is_cpu() || device.is_meta() ? at::detail::getDefaultCPUGenerator()
+                                             : at::globalContext().defaultGenerator(device);
 }
 
 at::Tensor rng_state(c10::Device device) {

@@ -4,15 +4,14 @@
 #include <cstdint>
 #include <string>
 
+#include <c10/core/Device.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <oomguard/models/kv_cache.h>
+#include <oomguard/models/layers.h>
 
 namespace oomguard::models {
 
@@ -48,38 +47,39 @@ int64_t block_saved_bytes_per_token(const TinyGPTConfig& config, int64_t T);
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  explicit CausalSelfAttentionImpl(const TinyGPTConfig& config);
+  CausalSelfAttentionImpl(const TinyGPTConfig& config, c10::Device device);
   // x [B, T, C] -> [B, T, C]. With a cache, attends to the cached positions too.
   torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
 
  private:
   int64_t heads_;
   double dropout_;
-  torch::nn::Linear qkv_{nullptr};
-  torch::nn::Linear proj_{nullptr};
+  Linear qkv_{nullptr};
+  Linear proj_{nullptr};
 };
 TORCH_MODULE(CausalSelfAttention);
 
 class BlockImpl : public torch::nn::Module {
  public:
   // `index`: the block's place in the model, which names its allocations ("block2.attn").
-  explicit BlockImpl(const TinyGPTConfig& config, int64_t index = 0);
+  BlockImpl(const TinyGPTConfig& config, int64_t index, c10::Device device);
   torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
 
  private:
   std::string attn_tag_, mlp_tag_;
-  torch::nn::LayerNorm norm1_{nullptr};
-  torch::nn::LayerNorm norm2_{nullptr};
+  LayerNorm norm1_{nullptr};
+  LayerNorm norm2_{nullptr};
   CausalSelfAttention attn_{nullptr};
-  torch::nn::Linear fc_{nullptr};
-  torch::nn::Linear out_{nullptr};
+  Linear fc_{nullptr};
+  Linear out_{nullptr};
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(Block);
 
 class TinyGPTImpl : public torch::nn::Module {
  public:
-  explicit TinyGPTImpl(const TinyGPTConfig& config);
+  // Its parameters are made on `device` (the Meta device's: shapes alone, nothing on the CPU).
+  explicit TinyGPTImpl(const TinyGPTConfig& config, c10::Device device = c10::kCPU);
   // ids [B, T] -> logits [B, T, V].
   torch::Tensor forward(const torch::Tensor& ids);
   // Decode path: ids [B, t] are the next t positions after cache.length(); logits [B, t, V].
@@ -98,11 +98,11 @@ class TinyGPTImpl : public torch::nn::Module {
   torch::Tensor run(const torch::Tensor& ids, KVCache* cache, bool last_only);
 
   TinyGPTConfig config_;
-  torch::nn::Embedding tok_{nullptr};
-  torch::nn::Embedding pos_{nullptr};
+  Embedding tok_{nullptr};
+  Embedding pos_{nullptr};
   torch::nn::Dropout drop_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
-  torch::nn::LayerNorm norm_{nullptr};
+  LayerNorm norm_{nullptr};
 };
 TORCH_MODULE(TinyGPT);
 

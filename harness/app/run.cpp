@@ -263,6 +263,10 @@ void resolve_worst_case(
         "itself; drop them (or drop --worst-case to run the inputs given)");
   if (args.orders < 1)
     throw UsageError("--orders " + std::to_string(args.orders) + ": expected 1 or more");
+  if (c.generate.stop_at_eos)
+    throw UsageError(
+        "--worst-case runs generation until the longest prompt source ends, and "
+        "generate.stop_at_eos would end it where the tokens drawn say; set it false");
   ResolvedRun::WorstCase w;
   w.data = worst_case_data(args, resolved, file_samples);
   w.plan = plan_worst_case(w.data);
@@ -322,6 +326,11 @@ ResolvedRun resolve_given(const RunRequest& args) {
   const bool cuda = resolved.device == memory::DeviceKind::kCuda;
   if (!cuda_asked && cuda)  // auto found a device
     check_cuda_alloc_conf(resolved, emulated);
+  // On the Meta device the model is what gives reserved memory and a card's verdict.
+  const std::string allocator_model =
+      resolved.device == memory::DeviceKind::kMeta && !args.allocator_model_given
+          ? "cuda"
+          : args.allocator_model;
   if (!args.card.empty())
     resolved.capacity_bytes = memory::find_card(args.card).capacity_bytes();
   if (!args.capacity.empty())
@@ -329,15 +338,15 @@ ResolvedRun resolve_given(const RunRequest& args) {
   // On CUDA, --snapshot is PyTorch's own snapshot of the allocator's recorded history.
   if (!cuda && !args.snapshot_file.empty())
     resolve_cpu_snapshot(args, resolved);
-  if (cuda && (!args.trace_file.empty() || args.allocator_model == "cuda"))
+  if (cuda && (!args.trace_file.empty() || allocator_model == "cuda"))
     throw UsageError(
         std::string(args.trace_file.empty() ? "--allocator-model cuda" : "--trace") +
         " works on the CPU meter, and this run would use the GPU; add --device cpu");
-  if (args.rules != "all" && args.allocator_model != "cuda" && args.snapshot_file.empty())
+  if (args.rules != "all" && allocator_model != "cuda" && args.snapshot_file.empty())
     throw UsageError(
         "--rules chooses the allocator model's rules; add --allocator-model cuda (or "
         "--snapshot)");
-  if (args.allocator_model == "cuda") {
+  if (allocator_model == "cuda") {
     const sim::GpuRules rules = rules_option(args.rules);
     try {
       resolved.model = memory::model_target(
@@ -435,6 +444,9 @@ std::unique_ptr<memory::MeterStack> make_meters(
   meter_options.trace_path = trace_path;
   if (resolved.model)
     meter_options.model_targets.push_back(*resolved.model);
+  // --worst-case with the allocator model: the run recorded step by step, for the order search.
+  if (resolved.worst_case)
+    meter_options.step_orders = args.orders;
   try {
     return std::make_unique<memory::MeterStack>(meter_options);
   } catch (const std::invalid_argument& e) {
@@ -473,7 +485,9 @@ void log_start(
   }
   log::info(
       "oomguard run: seed " + std::to_string(args.seed) + ", device " +
-      (cuda ? "cuda (" + cuda->device_name() + ")" : std::string("cpu")) + ", " +
+      (cuda ? "cuda (" + cuda->device_name() + ")"
+            : std::string(memory::to_string(resolved.device))) +
+      (resolved.device == memory::DeviceKind::kMeta ? " (shapes alone)" : "") + ", " +
       std::to_string(at::get_num_threads()) + " threads, capacity " +
       (resolved.capacity_bytes > 0 ? memory::format_size(resolved.capacity_bytes)
                                    : std::string("none")) +
@@ -553,6 +567,15 @@ void complete_report(
     log::error(
         "CUDA error (not out of memory) in phase " + report.device_error->phase + ": " +
         report.device_error->message);
+  if (report.unsupported) {
+    const std::string message = report.unsupported->message;
+    log::error(
+        "phase " + report.unsupported->phase + " needs " + report.unsupported->op +
+        ", which cannot run on shapes alone (it has no Meta kernel, or its result depends on "
+        "values): run on CPU instead (--device cpu --allocator-model cuda predicts the same "
+        "card); " +
+        message.substr(0, message.find('\n')));
+  }
   if (report.outcome == memory::PhaseStatus::kInterrupted)
     log::warn("interrupted by a signal in phase " + report.phases.back().memory.name);
 }
@@ -661,6 +684,49 @@ ResolvedRun resolve_run(const RunRequest& request) {
   return given([&] { return resolve_given(request); });
 }
 
+namespace {
+
+// The run's outputs once it ended: its report (then `on_report`), trace and snapshot.
+void write_outputs(
+    const RunRequest& args,
+    const ResolvedRun& resolved,
+    const run::RunReport& report,
+    memory::MeterStack& stack,
+    const std::string& trace_path,
+    const std::function<void(const run::RunReport&)>& on_report) {
+  memory::TraceRecorder* recorder = stack.recorder();
+  memory::CudaMeter* cuda = stack.cuda();
+  write_output(
+      "report", args.report_file, report, [&] { run::write_report(report, args.report_file); });
+  if (on_report)
+    on_report(report);
+  write_output("trace", trace_path, report, [&] {
+    if (recorder != nullptr)
+      recorder->close();
+    if (!args.trace_file.empty())
+      log::info(
+          "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
+          "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
+  });
+  if (!args.snapshot_file.empty() && !cuda)  // on CPU (or Meta): the trace replayed
+    write_output("snapshot", args.snapshot_file, report, [&] {
+      write_snapshot(trace_path, args, resolved);
+    });
+  if (cuda)
+    write_output("snapshot", args.snapshot_file, report, [&] {
+      const std::string pickle = cuda->snapshot_pickle();
+      write_file_atomically(args.snapshot_file, pickle);
+      log::info(
+          "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
+          memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
+          (report.device.expandable_segments > 0
+               ? std::string("; python -m torch.cuda._memory_viz trace reads it")
+               : "; oomguard replay " + args.snapshot_file + " replays it"));
+    });
+}
+
+}  // namespace
+
 run::RunReport execute_run(
     const RunRequest& args,
     const ResolvedRun& resolved,
@@ -669,9 +735,10 @@ run::RunReport execute_run(
   run::RunOptions options = run_options(args, resolved);
   check_writable(args.trace_file, "--trace");
   check_writable(args.snapshot_file, "--snapshot");
-  // --snapshot on CPU replays the run's trace: the one asked for, or one of its own next to it.
+  // --snapshot on CPU (or Meta) replays the run's trace: the one asked for, or one of its own
+  // next to it.
   const bool cpu_snapshot =
-      !args.snapshot_file.empty() && resolved.device == memory::DeviceKind::kCpu;
+      !args.snapshot_file.empty() && resolved.device != memory::DeviceKind::kCuda;
   const std::string trace_path = !args.trace_file.empty() ? args.trace_file
                                  : cpu_snapshot           ? args.snapshot_file + ".trace.tmp"
                                                           : "";
@@ -696,59 +763,23 @@ run::RunReport execute_run(
   memory::CudaSegments segments_seen;
   options.on_phase = phase_logger(capacity, live, cuda, segments_seen);
   install_interrupt_handlers();
-  // --worst-case with the allocator model: the run recorded step by step, for the order search.
-  std::unique_ptr<memory::TraceRecorder> steps;
-  if (resolved.worst_case) {
+  if (resolved.worst_case)
     log::info(
         "worst case: " + resolved.worst_case->inputs + "; train runs " +
         std::to_string(resolved.worst_case->plan.train_steps) + " of " +
         std::to_string(resolved.worst_case->data.train_steps) + " steps");
-    if (resolved.model) {
-      steps = std::make_unique<memory::TraceRecorder>();
-      const int64_t live_bytes = stack->tracker().stats().allocated_bytes;
-      if (live_bytes > 0)
-        steps->record_live_before(live_bytes);
-      stack->tracker().add_observer(steps.get());
-    }
-  }
   run::RunReport report = run::smoke_run(resolved.config, stack->meter(), options);
+  memory::TraceRecorder* steps = stack->step_recorder();  // --worst-case with the model
   if (steps)
-    stack->tracker().remove_observer(steps.get());
+    stack->tracker().remove_observer(steps);
   if (resolved.worst_case)
-    complete_worst_case(args, resolved, steps.get(), cuda != nullptr, report);
+    complete_worst_case(args, resolved, steps, cuda != nullptr, report);
   if (recorder)
     stack->tracker().remove_observer(recorder);
   if (live)
     stack->tracker().remove_observer(live);
   complete_report(report, resolved.cuda_alloc_settings, cuda, segments_seen, live);
-
-  write_output(
-      "report", args.report_file, report, [&] { run::write_report(report, args.report_file); });
-  if (on_report)
-    on_report(report);
-  write_output("trace", trace_path, report, [&] {
-    if (recorder != nullptr)
-      recorder->close();
-    if (!args.trace_file.empty())
-      log::info(
-          "trace: " + std::to_string(recorder->events()) + " events in " + args.trace_file +
-          "; oomguard replay " + args.trace_file + " --card NAME predicts a GPU run");
-  });
-  if (cpu_snapshot)
-    write_output("snapshot", args.snapshot_file, report, [&] {
-      write_snapshot(trace_path, args, resolved);
-    });
-  if (cuda)
-    write_output("snapshot", args.snapshot_file, report, [&] {
-      const std::string pickle = cuda->snapshot_pickle();
-      write_file_atomically(args.snapshot_file, pickle);
-      log::info(
-          "snapshot: PyTorch's own, recorded on " + cuda->device_name() + ", " +
-          memory::format_size(static_cast<int64_t>(pickle.size())) + " in " + args.snapshot_file +
-          (report.device.expandable_segments > 0
-               ? std::string("; python -m torch.cuda._memory_viz trace reads it")
-               : "; oomguard replay " + args.snapshot_file + " replays it"));
-    });
+  write_outputs(args, resolved, report, *stack, trace_path, on_report);
   return report;
 }
 
@@ -773,7 +804,7 @@ std::string worst_case_reproduce(
        {std::pair{"--device", a.device}, {"--card", a.card}, {"--capacity", a.capacity}})
     if (!value.empty())
       option(name, value);
-  if (a.allocator_model != "none")
+  if (a.allocator_model_given || a.allocator_model != "none")
     option("--allocator-model", a.allocator_model);
   if (a.rules != "all")
     option("--rules", a.rules);

@@ -26,6 +26,7 @@ struct RunRequest {
   std::string trace_file;                // record the CPU meter's allocations here
   std::string snapshot_file;             // the run as a PyTorch memory snapshot
   std::string allocator_model = "none";  // none, or cuda: the caching-allocator model
+  bool allocator_model_given = false;    // given: else on the Meta device it is cuda
   std::string rules = "all";             // the model's CPU-to-GPU rules (sim::GpuRules)
   std::vector<std::string> sets, disabled_guards;
   int64_t seed = 0;

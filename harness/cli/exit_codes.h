@@ -15,6 +15,9 @@ constexpr int kExitDeviceError = 5;  // a CUDA error other than out-of-memory; r
 // oomguard could not go on for a reason that is not the input's: a process it cannot start,
 // a file it cannot read back, a fault of its own. One line on stderr names it.
 constexpr int kExitInternal = 6;
+// On the Meta device, an operator without a Meta kernel, or whose output's shape depends on
+// values: outcome unsupported, the report written naming the operator and the phase.
+constexpr int kExitUnsupported = 7;
 
 // The code of a run that ended with `outcome`. A file the run could not write afterwards
 // (report, trace, snapshot) does not change it: that failure is reported on its own.
@@ -33,6 +36,8 @@ constexpr int exit_code(memory::PhaseStatus outcome) {
       return kExitInterrupted;
     case memory::PhaseStatus::kDeviceError:
       return kExitDeviceError;
+    case memory::PhaseStatus::kUnsupported:
+      return kExitUnsupported;
   }
   return kExitInternal;
 }

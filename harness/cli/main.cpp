@@ -36,8 +36,9 @@ void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option(
       "--device",
       args.device,
-      "auto (CUDA when a device is visible), cpu, cuda or cuda:N (the N-th visible CUDA "
-      "device); default: OOMGUARD_DEVICE, else auto");
+      "auto (CUDA when a device is visible), cpu, cuda, cuda:N (the N-th visible CUDA "
+      "device) or meta (shapes alone: any model size predicted with the allocator model, "
+      "which is on by default there); default: OOMGUARD_DEVICE, else auto");
   auto* capacity = app.add_option(
       "--capacity", args.capacity, "emulated card capacity, e.g. 512MiB or 14.75GiB");
   std::vector<std::string> cards;
@@ -61,8 +62,10 @@ void add_run_options(CLI::App& app, RunArgs& args) {
          args.allocator_model,
          "cuda: on CPU, pass every allocation through a model of the CUDA caching allocator "
          "(memory.alloc_conf applies): reserved memory is predicted and the emulated card fails "
-         "where that allocator would, fragmentation included")
-      ->check(CLI::IsMember({"none", "cuda"}));
+         "where that allocator would, fragmentation included (default: none, cuda on "
+         "--device meta)")
+      ->check(CLI::IsMember({"none", "cuda"}))
+      ->each([&args](const std::string&) { args.allocator_model_given = true; });
   app.add_option(
       "--rules",
       args.rules,

@@ -306,7 +306,12 @@ namespace {
     return ::testing::AssertionFailure() << unusable(phase);
   if (const std::string none = no_reserved_figure(phase); !none.empty())
     return ::testing::AssertionFailure() << none;
-  if (any_order)
+  if (any_order && phase.meter != "cuda" && phase.step_end_bytes.empty())
+    return ::testing::AssertionFailure()
+           << "phase " << phase.name << " of " << phase.test
+           << " has no steps to put in other orders: measure it with measure_steps()";
+  // Where the phase ran out, the verdicts below say so; else each card's orders must be there.
+  if (any_order && phase.oom.empty())
     for (const Prediction& p : phase.predictions)
       if (!p.orders.searched() && p.oom.empty())
         return ::testing::AssertionFailure() << "phase " << phase.name << " of " << phase.test

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -71,8 +72,10 @@ memory::MeterStack& meters() {
 }
 
 c10::Device device() {
-  return meters().device() == "cuda" ? c10::Device(c10::DeviceType::CUDA, 0)
-                                     : c10::Device(c10::DeviceType::CPU);
+  const std::string& where = meters().device();
+  if (where == "cuda")
+    return c10::Device(c10::DeviceType::CUDA, 0);
+  return c10::Device(where == "meta" ? c10::DeviceType::Meta : c10::DeviceType::CPU);
 }
 
 uint64_t seed_test() {
@@ -299,50 +302,61 @@ void ready_device(memory::MeterStack& stack) {
 // (sim::search_step_orders: the first step keeps its place, what a step leaves for the next is
 // freed by the step now after it). The replay of the order run is the figure the model gave
 // the phase live, apart from the sdpa_attention rule's bytes, which replays leave out.
+// The reserved peak of the last run of `site_phase` in `r`.
+int64_t last_reserved(const sim::ReplayResult& r, const char* site_phase) {
+  int64_t bytes = 0;
+  for (const auto& p : r.phases)
+    if (p.name == site_phase)
+      bytes = p.peak_reserved_bytes;
+  return bytes;
+}
+
+// The orders of the phase just measured for target `target`, `recorded` the process so far
+// (null without OOMGUARD_ORDERS), `ran` the order its steps ran in.
 StepOrders search_orders(
     memory::MeterStack& stack,
     size_t target,
+    const sim::Trace* recorded,
     const char* site_phase,
     const std::vector<int>& ran,
     const PhaseResult& result) {
   StepOrders orders;
-  memory::TraceRecorder* steps = stack.step_recorder();
-  if (steps == nullptr) {
+  if (recorded == nullptr) {
     orders.why_not = "OOMGUARD_ORDERS=0: the process is not recorded step by step";
     return orders;
   }
   if (!result.oom.empty() || !result.predictions[target].oom.empty()) {
-    orders.why_not = "the phase ran out of memory in the order run";
+    orders.why_not =
+        result.predictions[target].oom.empty()
+            ? "the phase stopped before its steps ended: " + result.predictions.front().label +
+                  " ran out of memory"
+            : "the phase ran out of memory in the order run";
     return orders;
   }
   const memory::ModelTarget& t = stack.modelled()->target(target);
   sim::StepOrderOptions o;
   o.orders = stack.options().step_orders;
-  o.seed = 0;
   o.settings = t.settings;
   o.device = t.device;
   o.workspace_bytes = t.workspace.bytes_per_handle;
   sim::StepPhase& phase = o.phases.emplace_back();
   phase.name = site_phase;
   phase.fixed = 1;
-  const sim::StepOrderSearch search = sim::search_step_orders(steps->trace_so_far(), o);
+  const sim::StepOrderSearch search = sim::search_step_orders(*recorded, o);
   if (!search.refused.empty()) {
     orders.why_not = search.refused;
     return orders;
   }
   orders.orders_tried = search.orders_tried;
-  for (const auto& spread : search.phases)
-    if (spread.name == site_phase) {
+  for (const auto& spread : search.phases)  // its last run's: the one searched
+    if (spread.name == site_phase)
       orders.lowest_reserved_bytes = spread.lowest_bytes;
-      orders.highest_reserved_bytes = spread.highest_bytes;
-    }
   const sim::OrderFigures& worst = search.highest_of_phase.front();
-  for (const auto& p : search.recorded.result.phases)
-    if (p.name == site_phase)
-      orders.recorded_reserved_bytes = p.peak_reserved_bytes;
+  orders.recorded_reserved_bytes = last_reserved(search.recorded.result, site_phase);
+  orders.highest_reserved_bytes = last_reserved(worst.result, site_phase);
   for (const size_t place : worst.order.front())  // a place of the order run: its step
     orders.highest_order.push_back(ran.at(place));
-  if (worst.result.oom && worst.result.oom->phase == site_phase)
+  if (worst.result.oom)
     orders.highest_oom = worst.result.oom->info.message;
   return orders;
 }
@@ -383,8 +397,13 @@ PhaseResult measure_phase(
     result.oom = oom;
   if (steps != nullptr) {
     result.step_end_bytes = steps->ends;
+    std::optional<sim::Trace> recorded;
+    if (memory::TraceRecorder* recorder = stack.step_recorder();
+        recorder != nullptr && !result.predictions.empty())
+      recorded = recorder->trace_so_far();  // once for every target
     for (size_t i = 0; i < result.predictions.size(); ++i)
-      result.predictions[i].orders = search_orders(stack, i, site_phase, steps->order, result);
+      result.predictions[i].orders = search_orders(
+          stack, i, recorded ? &*recorded : nullptr, site_phase, steps->order, result);
   }
   finish(result);
   return result;

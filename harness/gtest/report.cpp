@@ -60,7 +60,7 @@ report::PhaseRecord phase_record(const PhaseEntry& entry) {
   p.num_alloc_retries = first != nullptr ? first->num_alloc_retries : r.num_alloc_retries;
   p.steps = static_cast<int64_t>(r.step_end_bytes.size());
   p.wall_seconds = r.wall_seconds;
-  if (r.meter == "cpu") {
+  if (r.meter != "cuda") {  // the CPU's and the Meta device's tracking allocators see tags
     p.live_at_peak.emplace();
     for (const auto& [tag, bytes] : r.live_at_peak)
       if (bytes > 0)

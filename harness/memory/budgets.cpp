@@ -63,8 +63,9 @@ BudgetFile parse_budgets(const std::string& path, const std::string& text) {
         bad_file(path, "budgets." + test + "." + phase + " must be an object keyed by device");
       for (const auto& [device, size] : devices.items()) {
         const std::string where = "budgets." + test + "." + phase + "." + device;
-        if (device.rfind("cpu", 0) != 0 && device.rfind("cuda", 0) != 0)
-          bad_file(path, where + ": the key must be cpu or cuda, optionally with :CARD");
+        if (device.rfind("cpu", 0) != 0 && device.rfind("cuda", 0) != 0 &&
+            device.rfind("meta", 0) != 0)
+          bad_file(path, where + ": the key must be cpu, cuda or meta, optionally with :CARD");
         if (!size.is_string())
           bad_file(path, where + " must be a size such as \"38MiB\"");
         try {
@@ -248,6 +249,8 @@ const char* to_string(PhaseStatus status) {
       return "device_error";
     case PhaseStatus::kError:
       return "error";
+    case PhaseStatus::kUnsupported:
+      return "unsupported";
   }
   return "not_run";
 }
@@ -261,7 +264,8 @@ PhaseStatus phase_status_from_string(const std::string& text) {
         PhaseStatus::kInterrupted,
         PhaseStatus::kNotRun,
         PhaseStatus::kDeviceError,
-        PhaseStatus::kError}) {
+        PhaseStatus::kError,
+        PhaseStatus::kUnsupported}) {
     if (text == to_string(s))
       return s;
   }
@@ -281,12 +285,14 @@ int severity(PhaseStatus status) {
       return 3;
     case PhaseStatus::kDeviceError:
       return 4;
-    case PhaseStatus::kInterrupted:
+    case PhaseStatus::kUnsupported:
       return 5;
-    case PhaseStatus::kError:
+    case PhaseStatus::kInterrupted:
       return 6;
+    case PhaseStatus::kError:
+      return 7;
   }
-  return 6;
+  return 7;
 }
 
 PhaseStatus worst(PhaseStatus a, PhaseStatus b) {

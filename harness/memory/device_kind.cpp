@@ -8,7 +8,15 @@
 namespace oomguard::memory {
 
 const char* to_string(DeviceKind kind) {
-  return kind == DeviceKind::kCuda ? "cuda" : "cpu";
+  switch (kind) {
+    case DeviceKind::kCuda:
+      return "cuda";
+    case DeviceKind::kMeta:
+      return "meta";
+    case DeviceKind::kCpu:
+      break;
+  }
+  return "cpu";
 }
 
 DeviceKind device_kind_from_string(const std::string& text) {
@@ -16,18 +24,21 @@ DeviceKind device_kind_from_string(const std::string& text) {
     return DeviceKind::kCpu;
   if (text == "cuda")
     return DeviceKind::kCuda;
-  throw std::invalid_argument("\"" + text + "\" is not a device (cpu or cuda)");
+  if (text == "meta")
+    return DeviceKind::kMeta;
+  throw std::invalid_argument("\"" + text + "\" is not a device (cpu, cuda or meta)");
 }
 
 DeviceAsked parse_device_asked(const std::string& text) {
-  if (text == "auto" || text == "cpu" || text == "cuda")
+  if (text == "auto" || text == "cpu" || text == "cuda" || text == "meta")
     return {text, -1};
   const std::string digits = text.rfind("cuda:", 0) == 0 ? text.substr(5) : "";
   if (digits.empty() || digits.size() > 4 ||
       digits.find_first_not_of("0123456789") != std::string::npos)
     throw std::invalid_argument(
         "device " + text +
-        ": expected auto, cpu, cuda or cuda:N (N counts the visible CUDA devices from 0)");
+        ": expected auto, cpu, cuda, cuda:N (N counts the visible CUDA devices from 0) or meta "
+        "(shapes alone)");
   return {"cuda", std::stoi(digits)};
 }
 

@@ -13,6 +13,7 @@
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/sizes.h>
 #include "harness/memory/operator_callbacks.h"
+#include <oomguard/meta/meta_device.h>
 
 namespace oomguard::memory {
 namespace {
@@ -148,7 +149,7 @@ MeterOptions meter_options_from_env() {
         "seeing that one alone, and in a main of your own set CUDA_VISIBLE_DEVICES=" +
         device.narrowing.front().second + " and OOMGUARD_DEVICE=cuda instead");
   if (const char* trace = env_or_null("OOMGUARD_TRACE")) {
-    if (resolve_device(options.device) != "cpu")
+    if (resolve_device(options.device) == "cuda")
       throw std::invalid_argument(
           std::string("OOMGUARD_TRACE=") + trace +
           ": a trace is recorded on the CPU meter, and this binary measures on CUDA; set "
@@ -170,7 +171,8 @@ MeterOptions meter_options_from_env() {
     throw std::invalid_argument(
         "OOMGUARD_PREDICT adds cards and settings to the prediction of OOMGUARD_CARD or "
         "OOMGUARD_CAPACITY; set one of them (and leave OOMGUARD_ALLOCATOR_MODEL at cuda)");
-  if (options.capacity_bytes == 0 || !modelled || resolve_device(options.device) != "cpu") {
+  // On the CPU and the Meta device a card is predicted by the model.
+  if (options.capacity_bytes == 0 || !modelled || resolve_device(options.device) == "cuda") {
     if (predict != nullptr)
       throw std::invalid_argument(
           "OOMGUARD_PREDICT: predictions are made on the CPU meter, and this binary measures "
@@ -192,20 +194,30 @@ MeterOptions meter_options_from_env() {
 }
 
 std::string resolve_device(const std::string& asked) {
-  if (asked == "cpu")
-    return "cpu";
+  if (asked == "cpu" || asked == "meta")
+    return asked;
   if (asked != "auto" && asked != "cuda")
-    throw std::invalid_argument("device " + asked + ": expected auto, cpu or cuda");
+    throw std::invalid_argument("device " + asked + ": expected auto, cpu, cuda or meta");
   const bool usable = cuda_meter_built() && cuda_device_count() > 0;
   if (asked == "cuda" && !usable)
     throw std::invalid_argument("device cuda: " + cuda_unavailable_reason() + "; or use cpu");
   return usable ? "cuda" : "cpu";
 }
 
+namespace {
+
+// The Meta device's allocator, with oomguard's Meta kernels registered.
+TrackingAllocator& meta_tracker() {
+  meta::use_meta_device();
+  return TrackingAllocator::meta();
+}
+
+}  // namespace
+
 MeterStack::MeterStack(const MeterOptions& options)
     : options_(options),
       device_(resolve_device(options.device)),
-      tracker_(TrackingAllocator::instance()),
+      tracker_(device_ == "meta" ? meta_tracker() : TrackingAllocator::instance()),
       meter_(&tracker_) {
   if (device_ == "cuda" && (!options.trace_path.empty() || !options.model_targets.empty()))
     throw std::invalid_argument(
@@ -228,7 +240,7 @@ MeterStack::MeterStack(const MeterOptions& options)
         r->record_live_before(live);
       tracker_.add_observer(r);
     }
-    if (device_ == "cpu" && options.live_by_tag) {
+    if (device_ != "cuda" && options.live_by_tag) {
       live_ = std::make_unique<LiveByTag>();
       tracker_.add_observer(live_.get());
       naming_ = options.name_operators;
@@ -271,6 +283,12 @@ void MeterStack::remove_observers() {
 std::string MeterStack::coverage_gap() const {
   if (device_ == "cuda")
     return "";  // the caching allocator counts from the process's first CUDA allocation
+  if (device_ == "meta") {
+    if (c10::GetAllocator(c10::DeviceType::Meta) != &tracker_)
+      return "LibTorch's Meta allocator is no longer oomguard's (something called "
+             "c10::SetAllocator(Meta) with a higher priority): storages since are not counted";
+    return "";
+  }
   if (c10::GetCPUAllocator() != &tracker_)
     return "LibTorch's CPU allocator is no longer oomguard's tracking allocator (something "
            "called c10::SetCPUAllocator with a higher priority): allocations since are not "

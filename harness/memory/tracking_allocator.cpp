@@ -36,11 +36,24 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
 
 TrackingAllocator& TrackingAllocator::instance() {
   static TrackingAllocator* tracker = [] {
-    auto* t = new TrackingAllocator();  // never destroyed: frees may come at exit
+    auto* t = new TrackingAllocator(false);  // never destroyed: frees may come at exit
     c10::SetCPUAllocator(t, /*priority=*/100);
     return t;
   }();
   return *tracker;
+}
+
+TrackingAllocator& TrackingAllocator::meta() {
+  static TrackingAllocator* tracker = [] {
+    auto* t = new TrackingAllocator(true);
+    c10::SetAllocator(c10::DeviceType::Meta, t, /*priority=*/100);
+    return t;
+  }();
+  return *tracker;
+}
+
+c10::DeleterFnPtr TrackingAllocator::raw_deleter() const {
+  return meta_ ? &release_meta : &release_cpu;
 }
 
 namespace {
@@ -64,13 +77,17 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
         nbytes,
         " bytes, more than any allocator can hand out.");
   }
+  const c10::Device device(meta_ ? c10::DeviceType::Meta : c10::DeviceType::CPU);
+  // On Meta the header and one byte, so that each data pointer is an address of its own block
+  // (no kernel reads it).
+  const size_t behind = meta_ ? 1 : nbytes;
   if (!counting_.load(std::memory_order_relaxed)) {
     // The header says 0 bytes, so the free of this block changes no count either.
-    void* base = c10::alloc_cpu(nbytes + kHeader);
+    void* base = c10::alloc_cpu(behind + kHeader);
     const Header header{0, 0};
     std::memcpy(base, &header, sizeof(header));
     void* data = static_cast<char*>(base) + kHeader;
-    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+    return {data, data, raw_deleter(), device};
   }
   const auto n = static_cast<int64_t>(nbytes);
   const int64_t now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
@@ -84,7 +101,7 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   try {
     if (n > 0 && observed_.load(std::memory_order_relaxed))
       header.id = observe_alloc(n);
-    base = c10::alloc_cpu(nbytes + kHeader);
+    base = c10::alloc_cpu(behind + kHeader);
   } catch (...) {
     allocated_.fetch_sub(n, std::memory_order_relaxed);
     if (header.id != 0)
@@ -97,15 +114,24 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   std::memcpy(base, &header, sizeof(header));
   void* data = static_cast<char*>(base) + kHeader;
   // The context equals the data pointer: oneDNN's raw_allocate relies on it.
-  return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  return {data, data, raw_deleter(), device};
 }
 
 int64_t TrackingAllocator::allocation_id(const c10::DataPtr& ptr) {
-  if (ptr.get_deleter() != &release || ptr.get() == nullptr)
+  if ((ptr.get_deleter() != &release_cpu && ptr.get_deleter() != &release_meta) ||
+      ptr.get() == nullptr)
     return 0;
   Header header{};
   std::memcpy(&header, static_cast<const char*>(ptr.get()) - kHeader, sizeof(header));
   return header.id;
+}
+
+void TrackingAllocator::release_cpu(void* ptr) {
+  instance().release(ptr);
+}
+
+void TrackingAllocator::release_meta(void* ptr) {
+  meta().release(ptr);
 }
 
 void TrackingAllocator::release(void* ptr) {
@@ -115,10 +141,9 @@ void TrackingAllocator::release(void* ptr) {
   void* base = static_cast<char*>(ptr) - kHeader;
   Header header{};
   std::memcpy(&header, base, sizeof(header));
-  TrackingAllocator& self = instance();
-  self.allocated_.fetch_sub(header.bytes, std::memory_order_relaxed);
-  if (header.id != 0 && self.observed_.load(std::memory_order_relaxed))
-    self.observe_free(header.id);  // once the observers are gone, its free concerns nobody
+  allocated_.fetch_sub(header.bytes, std::memory_order_relaxed);
+  if (header.id != 0 && observed_.load(std::memory_order_relaxed))
+    observe_free(header.id);  // once the observers are gone, its free concerns nobody
   c10::free_cpu(base);
 }
 
@@ -190,7 +215,8 @@ void TrackingAllocator::throw_oom(int64_t requested, int64_t allocated) {
   TORCH_CHECK_WITH(
       OutOfMemoryError,
       false,
-      "CPU out of memory (emulated card). Tried to allocate ",
+      meta_ ? "Meta" : "CPU",
+      " out of memory (emulated card). Tried to allocate ",
       mib(requested),
       ". Emulated card has a total capacity of ",
       format_size(cap),

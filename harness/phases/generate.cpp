@@ -14,6 +14,7 @@
 #include "harness/interrupt.h"
 #include <oomguard/memory/alloc_site.h>
 #include "harness/phases/phases.h"
+#include <oomguard/meta/meta_device.h>
 
 namespace oomguard::phases {
 namespace {
@@ -81,6 +82,19 @@ class Decoder {
   at::Tensor context_;  // [B, length] without a cache
 };
 
+// generate.stop_at_eos: whether every prompt has drawn the end-of-sample token, `next` [B, 1]
+// the tokens just drawn, `ended` [B, 1] those that had before.
+bool every_prompt_ended(const at::Tensor& next, at::Tensor& ended) {
+  const at::Tensor drawn = next.eq(data::kEosId);
+  ended = ended.defined() ? ended.logical_or(drawn) : drawn;
+  if (ended.is_meta())
+    meta::refuse_values(
+        "aten::eq",
+        "generate.stop_at_eos ends generation when every prompt has drawn the end-of-sample "
+        "token, which depends on the tokens drawn");
+  return ended.all().item<bool>();
+}
+
 }  // namespace
 
 std::vector<const std::string*> prompt_sources(
@@ -116,21 +130,30 @@ GenerateResult generate(
   GenerateResult result;
   result.cache_capacity = decoder.capacity();
   at::Tensor last = decoder.next(prompts.ids);  // [B, V]
+  at::Tensor ended;                             // generate.stop_at_eos: [B, 1] ended
   for (int64_t i = 0; i < new_tokens; ++i) {
     throw_if_interrupted();
     memory::set_alloc_step(i);
     // Sampling draws on the host from the seeded CPU generator, so a seed picks the same
-    // tokens on every device; only the [B, V] probabilities cross.
-    at::Tensor next = config.greedy ? last.argmax(-1, /*keepdim=*/true)
-                                    : at::multinomial(
-                                          at::softmax(last / config.temperature, -1).to(at::kCPU),
-                                          1,
-                                          /*replacement=*/false,
-                                          gen)
-                                          .to(last.device());  // [B, 1]
+    // tokens on every device; only the [B, V] probabilities cross. On the Meta device there
+    // are no probabilities to cross: the draw's shape is made there.
+    at::Tensor next;  // [B, 1]
+    if (config.greedy)
+      next = last.argmax(-1, /*keepdim=*/true);
+    else if (last.is_meta())
+      next = at::multinomial(at::softmax(last / config.temperature, -1), 1);
+    else
+      next = at::multinomial(
+                 at::softmax(last / config.temperature, -1).to(at::kCPU),
+                 1,
+                 /*replacement=*/false,
+                 gen)
+                 .to(last.device());
     result.sample_tokens.push_back(next[0][0].item<int64_t>());
     result.tokens_generated += B;
     ++result.steps;
+    if (config.stop_at_eos && every_prompt_ended(next, ended))
+      break;
     if (i + 1 < new_tokens) {
       last = decoder.next(next);
     }

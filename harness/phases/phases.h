@@ -53,6 +53,9 @@ struct GenerateConfig {
   int64_t max_new_tokens = 64;
   bool greedy = true;
   double temperature = 1.0;
+  // generate.stop_at_eos: stop once every prompt has drawn the end-of-sample token. When that
+  // is depends on the tokens drawn: on the Meta device (no tokens) the phase is refused.
+  bool stop_at_eos = false;
   uint64_t seed = 0;
   // The `max_new_tokens` guard. Off: each prompt goes on until its source sample would end,
   // so a long-tail sample generates long, bounded only by the model's max_seq_len.

@@ -177,6 +177,11 @@ json to_json(const RunRecord& r) {
     doc["test"] = {{"name", r.test_name}, {"source", r.test_source}};
   if (!r.worst_case.is_null())
     doc["worst_case"] = r.worst_case;
+  if (r.unsupported)
+    doc["unsupported"] = {
+        {"phase", r.unsupported->phase},
+        {"operator", r.unsupported->op},
+        {"message", r.unsupported->message}};
   return doc;
 }
 
@@ -226,6 +231,13 @@ RunRecord run_record_from_json(const json& doc, const std::string& source) {
     r.device_error = DeviceErrorRecord{
         f.text(e, "phase", "the report.device_error"),
         f.text(e, "message", "the report.device_error")};
+  }
+  if (doc.contains("unsupported") && !doc["unsupported"].is_null()) {
+    const json& u = doc["unsupported"];
+    r.unsupported = UnsupportedRecord{
+        f.text(u, "phase", "the report.unsupported"),
+        f.text(u, "operator", "the report.unsupported"),
+        f.text(u, "message", "the report.unsupported")};
   }
   if (!f.at(doc, "oom", where).is_null()) {
     const json& o = doc["oom"];

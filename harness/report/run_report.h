@@ -70,6 +70,13 @@ struct DeviceErrorRecord {
   std::string message;
 };
 
+// On the Meta device: the operator that could not run on shapes alone ended the run.
+struct UnsupportedRecord {
+  std::string phase;
+  std::string op;  // "aten::nonzero"
+  std::string message;
+};
+
 struct RunRecord {
   std::string test_name;    // a test's report: "Suite.Name"; "" for a run's
   std::string test_source;  // a test's report: what wrote it ("oomguard::gtest")
@@ -84,6 +91,7 @@ struct RunRecord {
   std::vector<PhaseRecord> phases;
   std::vector<sim::RuleEffect> budget_rules;  // added to the config's budgets for this device
   std::optional<DeviceErrorRecord> device_error;
+  std::optional<UnsupportedRecord> unsupported;  // written only where there is one
   std::optional<OomRecord> oom;
   // `oomguard run --worst-case`: the inputs each phase's figures come from and how far they
   // bind (app::worst_case_json); null otherwise. Read back as it was.

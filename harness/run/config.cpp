@@ -20,7 +20,7 @@ constexpr const char* kDefault = R"({
   "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0},
   "evaluate": {"batches": 8},
   "generate": {"prompts": 4, "prompt_length": 32, "max_new_tokens": 64, "greedy": true,
-               "temperature": 1.0, "cache": "static"},
+               "temperature": 1.0, "cache": "static", "stop_at_eos": false},
   "budget": {"train": "34MiB", "evaluate": "22MiB", "generate": "17MiB"},
   "guards": {"no_grad_eval": true, "truncate": true, "max_new_tokens": true, "kv_cap": true,
              "grad_checkpoint": true, "empty_cache": true},
@@ -271,6 +271,7 @@ RunConfig load_config(const nlohmann::json& overrides) {
       r.integer("generate", "max_new_tokens", 1, c.model.max_seq_len - c.generate.prompt_length);
   c.generate.greedy = r.at("generate", "greedy").get<bool>();
   c.generate.temperature = r.number("generate", "temperature", 1e-3, 100.0);
+  c.generate.stop_at_eos = r.at("generate", "stop_at_eos").get<bool>();
   c.budgets.train = r.size("budget", "train");
   c.budgets.evaluate = r.size("budget", "evaluate");
   c.budgets.generate = r.size("budget", "generate");

@@ -15,6 +15,7 @@
 #include <oomguard/memory/budgets.h>
 #include "harness/phases/fused_adamw.h"
 #include <oomguard/memory/tracking_allocator.h>
+#include <oomguard/meta/meta_device.h>
 
 namespace oomguard::run {
 namespace {
@@ -71,11 +72,20 @@ bool run_phase(
     } catch (const c10::Error& e) {
       // An error of the device (an illegal access, a cuBLAS, cuDNN or driver failure;
       // LibTorch's CUDA checks name CUDA, cuBLAS, CUBLAS or cuDNN in the message) ends the run
-      // here and its report says where. Anything else is a bug, and propagates.
-      if (!is_device_error(e.what_without_backtrace()))
+      // here and its report says where; so does, on the Meta device, an operator that cannot
+      // run on shapes alone. Anything else is a bug, and propagates.
+      const std::string op = options.device.type == memory::DeviceKind::kMeta
+                                 ? meta::refused_operator(e)
+                                 : std::string();
+      if (!op.empty()) {
+        ended = memory::PhaseStatus::kUnsupported;
+        report.unsupported = UnsupportedReport{name, op, e.what_without_backtrace()};
+      } else if (is_device_error(e.what_without_backtrace())) {
+        ended = memory::PhaseStatus::kDeviceError;
+        report.device_error = OomReport{name, -1, e.what_without_backtrace()};
+      } else {
         throw;
-      ended = memory::PhaseStatus::kDeviceError;
-      report.device_error = OomReport{name, -1, e.what_without_backtrace()};
+      }
     }
   }
   phase.status = ended ? *ended
@@ -134,7 +144,10 @@ void run_phases(
 
   models::TinyGPTConfig model_config = config.model;
   model_config.vocab_size = data::kVocabSize;
-  models::TinyGPT model(model_config);
+  // On the Meta device the model is made there: it never exists on the CPU.
+  models::TinyGPT model(
+      model_config,
+      options.device.type == memory::DeviceKind::kMeta ? c10::Device(c10::kMeta) : c10::kCPU);
   if (options.device.type == memory::DeviceKind::kCuda)
     model->to(c10::Device(c10::kCUDA, 0));
   phases::FusedAdamW optimizer(
@@ -216,6 +229,9 @@ report::RunRecord to_record(const RunReport& report) {
   if (report.device_error)
     r.device_error =
         report::DeviceErrorRecord{report.device_error->phase, report.device_error->message};
+  if (report.unsupported)
+    r.unsupported = report::UnsupportedRecord{
+        report.unsupported->phase, report.unsupported->op, report.unsupported->message};
   if (report.oom)
     r.oom = report::OomRecord{report.oom->phase, report.oom->requested_bytes, report.oom->message};
   return r;

@@ -36,12 +36,19 @@ struct OomReport {
   std::string message;
 };
 
+// On the Meta device: the operator that could not run on shapes alone, and where.
+struct UnsupportedReport {
+  std::string phase;
+  std::string op;  // "aten::nonzero"
+  std::string message;
+};
+
 // Where the run ran and what it emulated: the report names both cards.
 using DeviceReport = report::DeviceInfo;
 
 struct RunReport {
   // kPass, kBudgetExceeded, kNearOom (allocator retries under --fail-on-retry), kOom,
-  // kInterrupted, kDeviceError: the worst of its phases
+  // kInterrupted, kDeviceError, kUnsupported: the worst of its phases
   memory::PhaseStatus outcome = memory::PhaseStatus::kPass;
   uint64_t seed = 0;
   DeviceReport device;
@@ -50,6 +57,8 @@ struct RunReport {
   std::optional<OomReport> oom;
   // A CUDA error other than out-of-memory that ended the run: its phase and message.
   std::optional<OomReport> device_error;
+  // On the Meta device, an operator that needs values or has no Meta kernel ended the run.
+  std::optional<UnsupportedReport> unsupported;
   // What was added to the config's (CPU) budgets for this device (CUDA: cuBLAS workspaces).
   std::vector<BudgetRule> budget_rules;
   Guards guards;

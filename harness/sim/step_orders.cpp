@@ -16,6 +16,7 @@ struct PhaseSteps {
   std::string name;
   bool repeat_steps = false;       // StepPhase::repeat_steps
   std::vector<int64_t> sizes;      // StepPhase::sizes, or the bytes each step allocates
+  bool alike = false;              // every order gives the same figures: the steps are alike
   size_t begin = 0, end = 0;       // the phase's events [begin, end)
   std::vector<size_t> step_begin;  // step s: [step_begin[s], step_begin[s + 1] or epilogue)
   size_t epilogue = 0;             // the events after the last step
@@ -87,6 +88,30 @@ void cut_steps(const Trace& t, PhaseSteps& ph, const std::string& name) {
   }
 }
 
+// The last step may leave its share past the phase instead of to the epilogue (a loop whose
+// last gradients are freed after it, or never): where it leaves the epilogue fewer than the
+// first step leaves, what outlives the phase (`freed_here`: freed within it) counts as its share
+// too. `made`: each step's allocations; `freed_in`: what a later step or the epilogue frees.
+std::unordered_map<int32_t, bool> carried_share(
+    const std::vector<std::vector<int32_t>>& made,
+    const std::unordered_map<int32_t, size_t>& freed_in,
+    const std::unordered_map<int32_t, bool>& freed_here) {
+  std::unordered_map<int32_t, bool> carried;
+  const size_t n = made.size();
+  if (n < 2)
+    return carried;
+  size_t to_epilogue = 0, first = 0;
+  for (const int32_t slot : made[n - 1])
+    to_epilogue += freed_in.count(slot);
+  for (const int32_t slot : made[0])
+    first += freed_in.count(slot);
+  if (to_epilogue < first)
+    for (const int32_t slot : made[n - 1])
+      if (freed_here.count(slot) == 0)
+        carried[slot] = true;
+  return carried;
+}
+
 // What each step leaves for the next step or the epilogue to free; refused when a step frees
 // what another step than the one before made, or the steps leave different numbers behind.
 void find_survivors(const Trace& t, PhaseSteps& ph, const std::string& name) {
@@ -134,22 +159,7 @@ void find_survivors(const Trace& t, PhaseSteps& ph, const std::string& name) {
       else
         ph.repeatable[s] = false;  // lives past the phase
     }
-  // The last step may leave its share past the phase instead of to the epilogue (a loop whose
-  // last gradients are freed after it, or never): where it leaves the epilogue fewer than the
-  // first step leaves, what outlives the phase counts as its share too.
-  std::unordered_map<int32_t, bool> carried;
-  if (n > 1) {
-    size_t to_epilogue = 0;
-    for (const int32_t slot : made[n - 1])
-      to_epilogue += freed_in.count(slot);
-    size_t first = 0;
-    for (const int32_t slot : made[0])
-      first += freed_in.count(slot);
-    if (to_epilogue < first)
-      for (const int32_t slot : made[n - 1])
-        if (freed_here.count(slot) == 0)
-          carried[slot] = true;
-  }
+  const std::unordered_map<int32_t, bool> carried = carried_share(made, freed_in, freed_here);
   std::unordered_map<int32_t, size_t> rank;
   for (size_t s = 0; s < n; ++s)
     for (const int32_t slot : made[s])
@@ -199,6 +209,16 @@ PhaseSteps phase_steps(const Trace& t, const StepPhase& given) {
       fixed = std::max<size_t>(fixed, 1);
   ph.fixed = std::min(fixed, ph.steps());
   ph.sizes = step_sizes(t, ph, given);
+  // Alike: of one size as given, else each allocating the same sizes in the same order.
+  std::vector<std::vector<int64_t>> made(ph.steps());
+  for (size_t s = 0; s < ph.steps(); ++s)
+    for (size_t i = ph.step_begin[s]; i < ph.step_end(s); ++i)
+      if (t.events[i].op == TraceEvent::Op::kAlloc)
+        made[s].push_back(t.events[i].bytes);
+  const auto all_equal = [](const auto& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
+  };
+  ph.alike = given.sizes.empty() ? all_equal(made) : all_equal(given.sizes);
   return ph;
 }
 
@@ -370,13 +390,16 @@ namespace {
 
 // What the search climbs: an OOM above every figure, else the reserved peak of `phase`, or
 // of every phase added up ("").
+// A phase's figures are those of its last run (the one searched, Note [orders of steps]).
 int64_t pressure(const ReplayResult& r, const std::string& phase = "") {
   if (r.oom)
     return INT64_MAX;
   int64_t sum = 0;
   for (const auto& p : r.phases)
-    if (phase.empty() || p.name == phase)
+    if (phase.empty())
       sum += p.peak_reserved_bytes;
+    else if (p.name == phase)
+      sum = p.peak_reserved_bytes;
   return sum;
 }
 
@@ -401,28 +424,39 @@ class Searcher {
       : recorded_(recorded), layout_(layout), options_(options), rng_(options.seed) {}
 
   // Replays `order` (while the budget lasts) and keeps the figures; false when spent.
+  // An order tried before is not replayed again, nor counted: its figures are kept.
   bool try_order(const StepOrder& order, const char* how, ReplayResult* result = nullptr) {
+    if (const auto seen = seen_.find(order); seen != seen_.end()) {
+      if (result != nullptr)
+        *result = seen->second;
+      return true;
+    }
     if (search_.orders_tried >= options_.orders)
       return false;
     Trace trace;
     try {
       trace = reorder(recorded_, layout_, order);
-    } catch (const std::invalid_argument&) {
-      return result == nullptr;  // a step put twice where it cannot run twice: not tried
+    } catch (const std::invalid_argument& e) {
+      if (search_.orders_tried == 0)
+        search_.refused = e.what();  // the recorded order itself
+      return result == nullptr;      // a step put twice where it cannot run twice: not tried
     }
     OrderFigures f{
         order,
         how,
         replay(
             trace, options_.settings, options_.device, nullptr, nullptr, options_.workspace_bytes)};
+    seen_.emplace(order, f.result);
     if (++search_.orders_tried == 1)
       first(f);
-    for (const auto& p : f.result.phases)
-      for (auto& spread : search_.phases)
-        if (spread.name == p.name) {
-          spread.lowest_bytes = std::min(spread.lowest_bytes, p.peak_reserved_bytes);
-          spread.highest_bytes = std::max(spread.highest_bytes, p.peak_reserved_bytes);
-        }
+    // The spread is of the orders that ran to their end; a phase by its place in the run.
+    if (!f.result.oom)
+      for (size_t i = 0; i < f.result.phases.size() && i < search_.phases.size(); ++i) {
+        auto& spread = search_.phases[i];
+        const int64_t bytes = f.result.phases[i].peak_reserved_bytes;
+        spread.lowest_bytes = std::min(spread.lowest_bytes, bytes);
+        spread.highest_bytes = std::max(spread.highest_bytes, bytes);
+      }
     for (size_t k = 0; k <= layout_.size(); ++k) {
       const std::string target = k < layout_.size() ? layout_[k].name : "";
       const auto it = best_pressure_.find(target);
@@ -523,6 +557,7 @@ class Searcher {
   // Per climb target: the order with the highest pressure so far, and that pressure.
   std::map<std::string, StepOrder> best_;
   std::map<std::string, int64_t> best_pressure_;
+  std::map<StepOrder, ReplayResult> seen_;  // the orders replayed, and what each gave
 };
 
 }  // namespace
@@ -546,12 +581,13 @@ StepOrderSearch search_step_orders(const Trace& recorded, const StepOrderOptions
       recorded_steps[k].resize(places[k]);
   }
   searcher.try_order(recorded_steps, "recorded");
-  // Steps of one size give every order the same figures.
-  const bool one_size = std::all_of(l.begin(), l.end(), [](const PhaseSteps& ph) {
-    return std::adjacent_find(ph.sizes.begin(), ph.sizes.end(), std::not_equal_to<>()) ==
-           ph.sizes.end();
-  });
-  if (one_size)
+  if (searcher.done_count() == 0) {
+    StepOrderSearch refused = searcher.done();
+    refused.refused = "the recorded order cannot be replayed: " + refused.refused;
+    return refused;
+  }
+  // Steps alike give every order the same figures.
+  if (std::all_of(l.begin(), l.end(), [](const PhaseSteps& ph) { return ph.alike; }))
     return searcher.done();
   for (const bool largest : {false, true}) {
     StepOrder sorted;

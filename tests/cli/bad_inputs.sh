@@ -42,7 +42,7 @@ cases=(
   "v100|run --card v100"
   "tpu|run --device tpu"
   "--device cuda|run --device cuda"
-  "device cuda:x: expected auto, cpu, cuda or cuda:N|run --device cuda:x"
+  "device cuda:x: expected auto, cpu, cuda, cuda:N|run --device cuda:x"
   "--device cuda|run --device cuda:1"
   "the jobs take a GPU each; give --device cuda|repeat -n 2 --jobs 2 --device cuda:1"
   "$dir/missing.txt|run --set data.file=$dir/missing.txt"

@@ -74,11 +74,17 @@ for code in $listed; do
       echo "not run: exit 5 needs a CUDA device error (CUDA_VISIBLE_DEVICES is empty here)" ;;
     6)
       expect 6 "internal error" env TMPDIR="$dir/no/such/dir" "$cli" repeat -n 1 ;;
+    7)
+      expect 7 "phase generate needs aten::eq, which cannot run on shapes alone" \
+        "$cli" run --device meta --card t4 --set train.steps=1 --set evaluate.batches=1 \
+        --set generate.stop_at_eos=true --report "$dir/unsupported.json"
+      grep -q '"outcome": "unsupported"' "$dir/unsupported.json" ||
+        fail "exit 7: the report does not say unsupported" ;;
     *)
       fail "DESIGN.md lists exit code $code, and this walk has no case for it" ;;
   esac
 done
-for code in 0 1 2 3 4 5 6; do
+for code in 0 1 2 3 4 5 6 7; do
   [[ " $listed " == *" $code "* ]] || fail "exit code $code has a case here but no row in DESIGN.md"
 done
 exit $failed

@@ -5,6 +5,8 @@
 # seed and allocator settings, a T4's cuBLAS workspaces as the recording had them, and two
 # threads) must predict it within gpu-sanity's tolerances (ci/report_table.py compare): peak allocated and
 # peak reserved within 1% + 1 MiB per phase, retries agreeing, the same outcome and OOM phase.
+# Each is predicted twice, on the CPU and on the Meta device (shapes alone, --device meta), and
+# both must hold.
 # A recording of another config than the default (a changed default run) fails, asking for a
 # new recording rather than comparing unlike runs.
 set -u
@@ -17,6 +19,59 @@ failed=0
 [ $# -gt 0 ] || { echo "FAIL: no recordings given"; exit 1; }
 # The default config, for keys added after a recording was made.
 defaults=$("$cli" run --print-config)
+
+# predict RECORDING NAME DEVICE ENV...: the recording's run (the caller's $args) on DEVICE
+# through the model with ENV, its config the recording's, its figures within the tolerances.
+predict() {
+  local recording=$1 name=$2 device=$3
+  shift 3
+  local out="$dir/$name-$device.json"
+  local rc=0
+  # Two threads, whatever the runner has: CPU kernels size some buffers by thread count, and
+  # the CUDA run's memory does not depend on it (run.threads is left out of the comparison).
+  env "$@" "$cli" run --device "$device" --allocator-model cuda --set run.threads=2 \
+    "${args[@]}" --report "$out" >"$dir/$name-$device.log" 2>&1 || rc=$?
+  if [ ! -f "$out" ] || { [ $rc != 0 ] && [ $rc != 1 ] && [ $rc != 3 ]; }; then
+    tail -5 "$dir/$name-$device.log"
+    echo "FAIL: $name on $device: the model's run exited $rc without a report"
+    failed=1
+    return
+  fi
+  if ! python3 - "$recording" "$out" "$defaults" <<'PY'
+import json, sys
+recorded, modelled = (json.load(open(p)) for p in sys.argv[1:3])
+def flat(config, prefix=""):
+    for k, v in config.items():
+        if isinstance(v, dict):
+            yield from flat(v, f"{prefix}{k}.")
+        elif f"{prefix}{k}" != "run.threads":
+            yield f"{prefix}{k}", v
+a, b = dict(flat(recorded["config"])), dict(flat(modelled["config"]))
+# A key added to the config after the recording was made: the recording ran its default,
+# which is what the key's default reproduces (config keys are only ever added).
+defaults = dict(flat(json.loads(sys.argv[3])))
+for k in set(b) - set(a):
+    if b[k] == defaults.get(k):
+        a[k] = b[k]
+if a != b:
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    print(f"FAIL: the recording ran another config (differs in {', '.join(keys)}): record it "
+          "again with ci/gpu-sanity.sh on a GPU")
+    sys.exit(1)
+PY
+  then
+    failed=1
+    return
+  fi
+  if python3 "$root/ci/report_table.py" compare "$recording" "$out" \
+      --tolerance 1 --slack 1MiB >"$dir/$name-$device.md"; then
+    echo "ok: $name on $device"
+  else
+    cat "$dir/$name-$device.md"
+    echo "FAIL: $name on $device: the model's prediction is beyond the tolerances"
+    failed=1
+  fi
+}
 
 for recording in "$@"; do
   name=$(basename "$recording" .json)
@@ -46,50 +101,8 @@ PY
   mapfile -t args < <(tail -n +2 <<<"$spec")
   env_vars=(CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8)
   [ -n "$env_conf" ] && env_vars+=(PYTORCH_CUDA_ALLOC_CONF="$env_conf" PYTORCH_ALLOC_CONF="$env_conf")
-  rc=0
-  # Two threads, whatever the runner has: CPU kernels size some buffers by thread count, and
-  # the CUDA run's memory does not depend on it (run.threads is left out of the comparison).
-  env "${env_vars[@]}" "$cli" run --device cpu --allocator-model cuda --set run.threads=2 \
-    "${args[@]}" --report "$dir/$name.json" >"$dir/$name.log" 2>&1 || rc=$?
-  if [ ! -f "$dir/$name.json" ] || { [ $rc != 0 ] && [ $rc != 1 ] && [ $rc != 3 ]; }; then
-    tail -5 "$dir/$name.log"
-    echo "FAIL: $name: the model's run exited $rc without a report"
-    failed=1
-    continue
-  fi
-  if ! python3 - "$recording" "$dir/$name.json" "$defaults" <<'PY'
-import json, sys
-recorded, modelled = (json.load(open(p)) for p in sys.argv[1:3])
-def flat(config, prefix=""):
-    for k, v in config.items():
-        if isinstance(v, dict):
-            yield from flat(v, f"{prefix}{k}.")
-        elif f"{prefix}{k}" != "run.threads":
-            yield f"{prefix}{k}", v
-a, b = dict(flat(recorded["config"])), dict(flat(modelled["config"]))
-# A key added to the config after the recording was made: the recording ran its default,
-# which is what the key's default reproduces (config keys are only ever added).
-defaults = dict(flat(json.loads(sys.argv[3])))
-for k in set(b) - set(a):
-    if b[k] == defaults.get(k):
-        a[k] = b[k]
-if a != b:
-    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    print(f"FAIL: the recording ran another config (differs in {', '.join(keys)}): record it "
-          "again with ci/gpu-sanity.sh on a GPU")
-    sys.exit(1)
-PY
-  then
-    failed=1
-    continue
-  fi
-  if python3 "$root/ci/report_table.py" compare "$recording" "$dir/$name.json" \
-      --tolerance 1 --slack 1MiB >"$dir/$name.md"; then
-    echo "ok: $name"
-  else
-    cat "$dir/$name.md"
-    echo "FAIL: $name: the model's prediction is beyond the tolerances"
-    failed=1
-  fi
+  for device in cpu meta; do
+    predict "$recording" "$name" "$device" "${env_vars[@]}"
+  done
 done
 exit $failed

@@ -170,7 +170,7 @@ TEST_F(CharLMTest, LongTailFirst) {
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   model->train();
   std::vector<torch::Tensor> kept;
-  // The two batches of long samples, then shorter ones.
+  // The batch holding every long sample first, then shorter ones.
   const auto training = oomguard::testing::measure_steps("train", 6, [&](int step) {
     train_step(model, optimizer, batches[static_cast<size_t>(step)], kept);
   });

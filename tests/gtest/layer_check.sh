@@ -125,7 +125,7 @@ expect_2() {  # expect_2 NAME=VALUE TEXT [NAME=VALUE...]: the binary exits 2 and
 }
 expect_2 OOMGUARD_CAPACITY=12XB "OOMGUARD_CAPACITY: "
 expect_2 OOMGUARD_CARD=Z9 "OOMGUARD_CARD: "
-expect_2 OOMGUARD_DEVICE=tpu "OOMGUARD_DEVICE: device tpu: expected auto, cpu, cuda or cuda:N"
+expect_2 OOMGUARD_DEVICE=tpu "OOMGUARD_DEVICE: device tpu: expected auto, cpu, cuda, cuda:N"
 # cuda:N narrows the binary to that device (a start again); one past those visible is refused,
 # saying why (no device here, or how many there are).
 expect_2 OOMGUARD_DEVICE=cuda:9999 "OOMGUARD_DEVICE: device cuda:9999: "

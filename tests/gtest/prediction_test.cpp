@@ -26,6 +26,7 @@
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
+#include <oomguard/models/layers.h>
 #include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::testing {
@@ -325,8 +326,32 @@ TEST_F(Prediction, TheStepsOfAPhaseAreSearchedInOtherOrders) {
     for (int i = 0; i < static_cast<int>(sorted.size()); ++i)
       EXPECT_EQ(sorted[static_cast<size_t>(i)], i) << "an order of the steps, each once";
   }
-  if (env("PREDICTION_MARGIN") != nullptr)
+  if (env("PREDICTION_MARGIN") != nullptr) {
     EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER(phase, env("PREDICTION_MARGIN"));
+  }
+}
+
+// A model made on device(): under OOMGUARD_DEVICE=meta it exists as shapes alone, and the
+// layer predicts the card from them; prediction_check.sh runs this test on the CPU and on the
+// Meta device and finds the same prediction.
+TEST_F(Prediction, AModelMadeOnTheDeviceIsPredictedFromItsShapes) {
+  const c10::Device where = device();
+  models::Linear in(512, 2048, where), out(2048, 512, where);
+  torch::optim::Adam adam({in->weight, in->bias, out->weight, out->bias});
+  const PhaseResult phase = measure("train", [&] {
+    for (int step = 0; step < 2; ++step) {
+      memory::AllocTag tag("mlp");
+      const at::Tensor x = at::randn({256, 512}, at::TensorOptions().device(where));
+      out(at::relu(in(x))).pow(2).mean().backward();
+      adam.step();
+      adam.zero_grad();
+    }
+  });
+  ASSERT_FALSE(phase.predictions.empty());
+  const char* asked = env("OOMGUARD_DEVICE");
+  EXPECT_EQ(phase.meter, asked != nullptr && std::string(asked) == "meta" ? "meta" : "cpu");
+  EXPECT_EQ(in->weight.device(), where);
+  EXPECT_TRUE(phase.predictions.front().fits()) << phase.predictions.front().oom;
 }
 
 // The helper that puts a user's samples worst-first: longest first, ties in their order.

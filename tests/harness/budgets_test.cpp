@@ -63,7 +63,7 @@ TEST_F(BudgetsTest, MalformedFilesAreRefusedNamingTheEntry) {
       {R"({"schema": "oomguard.budgets/1", "headroom": -1})", "\"headroom\""},
       {R"({"schema": "oomguard.budgets/1", "budgets": {"A.B": 3}})", "budgets.A.B must be"},
       {R"({"schema": "oomguard.budgets/1", "budgets": {"A.B": {"x": {"tpu": "1MiB"}}}})",
-       "budgets.A.B.x.tpu: the key must be cpu or cuda"},
+       "budgets.A.B.x.tpu: the key must be cpu, cuda or meta"},
       {R"({"schema": "oomguard.budgets/1", "budgets": {"A.B": {"x": {"cpu": 5}}}})",
        "budgets.A.B.x.cpu must be a size"},
       {R"({"schema": "oomguard.budgets/1", "budgets": {"A.B": {"x": {"cpu": "5XB"}}}})",

@@ -100,7 +100,7 @@ TEST(RunReport, TheReaderNamesTheFieldThatIsWrong) {
   expect_refused(doc, "the report.device_info.emulated_card is not a string");
   doc = good;
   doc["device_info"]["type"] = "tpu";
-  expect_refused(doc, "the report.device_info.type: \"tpu\" is not a device (cpu or cuda)");
+  expect_refused(doc, "the report.device_info.type: \"tpu\" is not a device (cpu, cuda or meta)");
   doc = good;
   doc["oom"].erase("message");
   expect_refused(doc, "the report.oom has no \"message\"");

@@ -18,7 +18,10 @@
 //   OOMGUARD_DEVICE        auto (default: CUDA when built with it and a device is visible),
 //                          cpu, cuda, cuda:N (N > 0: gtest_main starts the binary again
 //                          seeing the N-th visible device alone, device 0 to LibTorch and
-//                          device(); a main of your own sets CUDA_VISIBLE_DEVICES instead)
+//                          device(); a main of your own sets CUDA_VISIBLE_DEVICES instead),
+//                          meta (shapes alone: device() is the Meta device, measure() counts
+//                          its storages and, with a card, predicts it from them; build the
+//                          model there, <oomguard/models/layers.h>)
 //   OOMGUARD_CARD          an emulated card: t4, a100-40, a100-80, h200
 //                          (<oomguard/memory/cards.h>)
 //   OOMGUARD_CAPACITY      or an emulated capacity ("12GiB")
@@ -204,7 +207,10 @@ PhaseResult phase_result(const memory::PhaseMemory& figures);
 // The meter stack measure() uses (installed from the environment on first use).
 memory::MeterStack& meters();
 // Where tensors of a measured test belong: CUDA device 0 when the meter is CUDA (the device
-// OOMGUARD_DEVICE named), else CPU.
+// OOMGUARD_DEVICE named), the Meta device under OOMGUARD_DEVICE=meta, else CPU. A model made
+// on the CPU (torch::nn's modules make their parameters there) moves with
+// model->to(device()) to CUDA; LibTorch cannot move one to Meta: make its parameters on
+// device() instead (<oomguard/models/layers.h>, or torch::empty(shape, device())).
 c10::Device device();
 // The thread count MemoryTest sets: OOMGUARD_THREADS, default 2. Throws
 // std::invalid_argument naming the variable when it is not a whole number of 1 or more.

@@ -84,6 +84,8 @@ int remove_budgets(
 // reports and JUnit files spell it (to_string).
 // kDeviceError: a CUDA error other than out-of-memory ended the phase (an illegal access, a
 // cuBLAS or driver failure): the run stops there, its report says where.
+// kUnsupported: on the Meta device, an operator without a Meta kernel, or whose output's shape
+// depends on values, ended the phase: the run stops there, its report names the operator.
 // kError: a run that left no report at all (a repeat's iteration whose process crashed).
 enum class PhaseStatus {
   kPass,
@@ -93,7 +95,8 @@ enum class PhaseStatus {
   kInterrupted,
   kNotRun,
   kDeviceError,
-  kError
+  kError,
+  kUnsupported
 };
 const char* to_string(PhaseStatus status);  // "pass", "budget_exceeded", "near_oom", ...
 // The status to_string spells `text`; throws std::invalid_argument naming it otherwise.
@@ -102,7 +105,8 @@ PhaseStatus phase_status_from_string(const std::string& text);
 std::ostream& operator<<(std::ostream& out, PhaseStatus status);
 
 // The worse of two statuses, in the one ranking every outcome follows:
-// pass = not_run < near_oom < budget_exceeded < oom < device_error < interrupted < error.
+// pass = not_run < near_oom < budget_exceeded < oom < device_error < unsupported <
+// interrupted < error.
 // An ending that stopped the run outranks a verdict on figures it measured; a run with no
 // report at all is the worst, since nothing of it can be trusted.
 PhaseStatus worst(PhaseStatus a, PhaseStatus b);

@@ -18,7 +18,9 @@
 namespace oomguard::memory {
 
 struct MeterOptions {
-  // auto: CUDA when this build has the CUDA meter and a device is visible, else CPU.
+  // auto: CUDA when this build has the CUDA meter and a device is visible, else CPU; meta:
+  // the Meta device's storages are what is counted (TrackingAllocator::meta(), with
+  // oomguard's Meta kernels), and a trace, LiveByTag and the model watch them.
   std::string device = "auto";
   // The emulated card: the most the process may hold, 0 for no limit (Meter::set_capacity).
   int64_t capacity_bytes = 0;
@@ -55,8 +57,8 @@ struct MeterOptions {
 // std::invalid_argument naming the variable and what it accepts.
 MeterOptions meter_options_from_env();
 
-// "cpu" or "cuda" for `asked` (auto, cpu, cuda); throws std::invalid_argument when CUDA is
-// asked for and this build or machine has none.
+// "cpu", "cuda" or "meta" for `asked` (auto, cpu, cuda, meta); throws std::invalid_argument
+// when CUDA is asked for and this build or machine has none.
 std::string resolve_device(const std::string& asked);
 
 class MeterStack {
@@ -70,7 +72,7 @@ class MeterStack {
 
   // The meter phases are measured with: CUDA stats, the model, or the CPU tracker.
   Meter& meter() { return *meter_; }
-  const std::string& device() const { return device_; }  // "cpu" or "cuda"
+  const std::string& device() const { return device_; }  // "cpu", "cuda" or "meta"
   const MeterOptions& options() const { return options_; }
   TrackingAllocator& tracker() { return tracker_; }
   LiveByTag* live() { return live_.get(); }              // null on CUDA or when off

@@ -1,5 +1,6 @@
 #pragma once
-// CPU meter: a counting c10::Allocator installed as the process's CPU allocator.
+// CPU meter: a counting c10::Allocator installed as the process's CPU allocator; the Meta
+// device's storages counted the same way (TrackingAllocator::meta()).
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -26,12 +27,18 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // The process-wide instance, installed with c10::SetCPUAllocator on first use. It lives
   // for the whole process: tensors it handed out may be freed at any time.
   static TrackingAllocator& instance();
+  // The Meta device's, installed with c10::SetAllocator(Meta) on first use: every storage
+  // LibTorch makes on the Meta device (a tensor with sizes and no data) is counted, observed
+  // and held to the capacity as the CPU's are, with no memory behind it (a 64-byte header of
+  // bookkeeping each). A storage that resize_ grows on Meta comes here too
+  // (<oomguard/meta/kernels.h>).
+  static TrackingAllocator& meta();
 
   c10::DataPtr allocate(size_t nbytes) override;
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  c10::DeleterFnPtr raw_deleter() const override;
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return meta_ ? "meta" : "cpu"; }
   MemoryStats stats() const override;
   void reset_peak() override;
 
@@ -53,12 +60,14 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // Stops calling `observer`; it sees no free of what it saw allocated from then on.
   void remove_observer(AllocationObserver* observer);
   // The id observers saw for the allocation `ptr` holds (AllocationObserver::on_alloc), or 0
-  // when this allocator did not hand it out or no observer watched it.
+  // when neither instance handed it out or no observer watched it.
   static int64_t allocation_id(const c10::DataPtr& ptr);
 
  private:
-  TrackingAllocator() = default;
-  static void release(void* ptr);
+  explicit TrackingAllocator(bool meta) : meta_(meta) {}
+  static void release_cpu(void* ptr);
+  static void release_meta(void* ptr);
+  void release(void* ptr);
   int64_t observe_alloc(int64_t bytes);  // the allocation's id
   void observe_free(int64_t id);
 
@@ -78,6 +87,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   std::atomic<int64_t> num_allocs_{0};
   std::atomic<int64_t> total_allocated_{0};
   std::atomic<bool> counting_{true};
+  const bool meta_;  // the Meta device's: no memory behind an allocation
   std::atomic<int64_t> num_ooms_{0};
 };
 

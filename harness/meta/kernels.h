@@ -1,0 +1,22 @@
+#pragma once
+// oomguard's Meta kernels, by family; meta_device.cpp registers them all
+// (<oomguard/meta/meta_device.h>). Each output is made as LibTorch's CPU kernel makes it: the
+// same sizes, dtype, strides and storage bytes, new or aliasing as there.
+#include <torch/library.h>
+
+namespace oomguard::meta {
+
+// native_layer_norm and its backward.
+void register_norms(torch::Library& aten);
+// index_select (embedding's forward), embedding_dense_backward, where.self and its out=.
+void register_indexing(torch::Library& aten);
+// _local_scalar_dense (the stand-in value), multinomial, relu and relu_ (clamp_min, as
+// LibTorch computes them), resize_ (the storage it grows comes from the Meta allocator),
+// _fused_adamw_ (in place: nothing new).
+void register_values(torch::Library& aten);
+// _fused_sdp_choice (the CPU's choice for these shapes), the CPU's flash attention forward
+// and backward, and (in `autograd`, the AutogradMeta key's) scaled_dot_product_attention
+// calling the kernel the CPU would.
+void register_attention(torch::Library& aten, torch::Library& autograd);
+
+}  // namespace oomguard::meta

@@ -1,0 +1,65 @@
+#include <oomguard/meta/meta_device.h>
+
+#include <memory>
+#include <mutex>
+#include <regex>
+
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <oomguard/memory/tracking_allocator.h>
+#include "harness/meta/kernels.h"
+
+namespace oomguard::meta {
+namespace {
+
+// resize_ and _fused_sdp_choice have Meta kernels of LibTorch's own, which oomguard's replace;
+// the dispatcher warns of each replacement, which is meant here.
+class Quiet final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+}  // namespace
+
+void use_meta_device() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    memory::TrackingAllocator::meta();
+    Quiet quiet;
+    const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+    // Never destroyed: the kernels stay registered for the life of the process.
+    auto* aten = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
+    register_norms(*aten);
+    register_indexing(*aten);
+    register_values(*aten);
+    auto* autograd = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::AutogradMeta, __FILE__, __LINE__);
+    register_attention(*aten, *autograd);
+  });
+}
+
+void refuse_values(const std::string& op, const std::string& why) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, op, ": its result is data-dependent, and the Meta device has no values: ", why);
+}
+
+std::string refused_operator(const std::exception& error) {
+  const std::string what = error.what();
+  std::smatch m;
+  static const std::regex no_kernel(
+      R"((aten::[A-Za-z0-9_.]+): attempted to run this operator with Meta tensors)");
+  static const std::regex no_backend(
+      R"(Could not run '(aten::[A-Za-z0-9_.]+)' with arguments from the 'Meta' backend)");
+  static const std::regex overrideable(R"(^([a-z0-9_]+_overrideable) not implemented)");
+  static const std::regex data_dependent(R"((aten::[A-Za-z0-9_.]+)[^\n]*data-dependent)");
+  if (std::regex_search(what, m, no_kernel) || std::regex_search(what, m, no_backend) ||
+      std::regex_search(what, m, data_dependent))
+    return m[1];
+  if (std::regex_search(what, m, overrideable))
+    return "aten::" + std::string(m[1]);
+  return "";
+}
+
+}  // namespace oomguard::meta

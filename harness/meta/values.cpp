@@ -1,0 +1,104 @@
+// Meta kernels of values and storages (harness/meta/kernels.h).
+#include "harness/meta/kernels.h"
+
+#include <optional>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/SymInt.h>
+#include <c10/core/SymIntArrayRef.h>
+#include <c10/util/Exception.h>
+
+#include <oomguard/memory/tracking_allocator.h>
+
+namespace oomguard::meta {
+namespace {
+
+// A read of a value that does not exist: the stand-in 0 of the tensor's dtype
+// (<oomguard/meta/meta_device.h>).
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be a Scalar");
+  if (self.scalar_type() == at::kBool)
+    return c10::Scalar(false);
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false))
+    return c10::Scalar(int64_t{0});
+  if (at::isComplexType(self.scalar_type()))
+    return c10::Scalar(c10::complex<double>(0.0, 0.0));
+  return c10::Scalar(0.0);
+}
+
+// LibTorch's multinomial: [rows, n] (or [n] of a vector) of int64, contiguous.
+at::Tensor multinomial(
+    const at::Tensor& self,
+    c10::SymInt num_samples,
+    bool /*replacement*/,
+    std::optional<at::Generator> /*generator*/) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim, got ", self.dim());
+  const int64_t n = num_samples.guard_int(__FILE__, __LINE__);
+  if (self.dim() == 1)
+    return at::empty({n}, self.options().dtype(at::kLong));
+  return at::empty({self.size(0), n}, self.options().dtype(at::kLong));
+}
+
+// resize_: the new sizes (and strides for `format`); a storage that must grow gets a new
+// allocation of the Meta allocator, as resize_ on the CPU reallocates it (LibTorch's own Meta
+// resize_ only records the new byte count, so the growth would go uncounted).
+const at::Tensor& resize(
+    const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  std::vector<int64_t> sizes;
+  for (const c10::SymInt& s : size)
+    sizes.push_back(s.guard_int(__FILE__, __LINE__));
+  impl->set_sizes_contiguous(sizes);
+  if (format.has_value() && *format != c10::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*format);
+  if (impl->numel() == 0)
+    return self;
+  const int64_t itemsize = static_cast<int64_t>(self.dtype().itemsize());
+  int64_t extent = 1;  // the elements the storage must hold past the offset
+  for (int64_t d = 0; d < self.dim(); ++d)
+    extent += (self.size(d) - 1) * self.stride(d);
+  const int64_t needed = (self.storage_offset() + extent) * itemsize;
+  const c10::Storage& storage = impl->unsafe_storage();
+  if (needed > static_cast<int64_t>(storage.nbytes())) {
+    c10::DataPtr grown = memory::TrackingAllocator::meta().allocate(static_cast<size_t>(needed));
+    storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));
+    storage.unsafeGetStorageImpl()->set_nbytes(static_cast<size_t>(needed));
+  }
+  return self;
+}
+
+// relu, as LibTorch's CPU and CUDA kernels compute it: clamp_min(self, 0), whose Meta kernel
+// LibTorch has.
+at::Tensor relu(const at::Tensor& self) {
+  return at::clamp_min(self, 0);
+}
+
+at::Tensor& relu_(at::Tensor& self) {
+  return at::clamp_min_(self, 0);
+}
+
+// The fused AdamW step (both overloads): in place, it makes nothing and returns nothing.
+void makes_nothing(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::drop(*stack, op.schema().arguments().size());
+}
+
+}  // namespace
+
+void register_values(torch::Library& aten) {
+  aten.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  aten.impl("relu", TORCH_FN(relu));
+  aten.impl("relu_", TORCH_FN(relu_));
+  aten.impl("multinomial", TORCH_FN(multinomial));
+  aten.impl("resize_", TORCH_FN(resize));
+  aten.impl("_fused_adamw_", torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());
+  aten.impl("_fused_adamw_.tensor_lr", torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());
+}
+
+}  // namespace oomguard::meta

@@ -1,0 +1,200 @@
+// oomguard's Meta kernels (harness/meta/) against LibTorch's CPU kernels: each output with
+// the same sizes, dtype, strides and storage bytes, new or aliasing its input as on the CPU;
+// every Meta storage counted by the Meta allocator, one that resize_ grows too.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/embedding_dense_backward.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/layer_norm.h>
+#include <ATen/ops/multinomial.h>
+#include <ATen/ops/native_layer_norm.h>
+#include <ATen/ops/native_layer_norm_backward.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/where.h>
+
+#include <oomguard/memory/tracking_allocator.h>
+#include <oomguard/meta/meta_device.h>
+
+namespace oomguard::meta {
+namespace {
+
+class MetaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override { use_meta_device(); }
+};
+
+// The same tensor on the Meta device: sizes, strides and dtype, through the Meta allocator.
+at::Tensor on_meta(const at::Tensor& cpu) {
+  return at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(at::kMeta));
+}
+
+// `meta` is laid out as `cpu` is: sizes, strides, dtype, offset, storage bytes.
+void expect_like(const at::Tensor& meta, const at::Tensor& cpu, const std::string& what) {
+  ASSERT_EQ(meta.defined(), cpu.defined()) << what;
+  if (!cpu.defined())
+    return;
+  EXPECT_TRUE(meta.is_meta()) << what;
+  EXPECT_EQ(meta.sizes(), cpu.sizes()) << what;
+  EXPECT_EQ(meta.strides(), cpu.strides()) << what;
+  EXPECT_EQ(meta.scalar_type(), cpu.scalar_type()) << what;
+  EXPECT_EQ(meta.storage_offset(), cpu.storage_offset()) << what;
+  EXPECT_EQ(meta.storage().nbytes(), cpu.storage().nbytes()) << what;
+}
+
+// Aliasing: `out` shares a storage with `in` on Meta where it does on the CPU.
+void expect_aliasing(
+    const at::Tensor& meta_out,
+    const at::Tensor& meta_in,
+    const at::Tensor& cpu_out,
+    const at::Tensor& cpu_in,
+    const std::string& what) {
+  if (cpu_out.defined())
+    EXPECT_EQ(meta_out.is_alias_of(meta_in), cpu_out.is_alias_of(cpu_in)) << what;
+}
+
+int64_t meta_allocated() {
+  return memory::TrackingAllocator::meta().stats().allocated_bytes;
+}
+
+TEST_F(MetaKernels, LayerNormForwardAndBackwardAsOnTheCpu) {
+  for (const bool strided : {false, true}) {
+    at::Tensor x = at::randn({4, 6, 32});
+    if (strided)
+      x = at::randn({6, 4, 32}).transpose(0, 1);  // not contiguous: both copy it first
+    const at::Tensor w = at::randn({32}), b = at::randn({32});
+    const auto cpu = at::native_layer_norm(x, {32}, w, b, 1e-5);
+    const at::Tensor mx = on_meta(x), mw = on_meta(w), mb = on_meta(b);
+    const auto meta = at::native_layer_norm(mx, {32}, mw, mb, 1e-5);
+    const std::string what = strided ? "strided input" : "contiguous input";
+    expect_like(std::get<0>(meta), std::get<0>(cpu), "y, " + what);
+    expect_like(std::get<1>(meta), std::get<1>(cpu), "mean, " + what);
+    expect_like(std::get<2>(meta), std::get<2>(cpu), "rstd, " + what);
+    expect_aliasing(std::get<0>(meta), mx, std::get<0>(cpu), x, "y, " + what);
+
+    const at::Tensor dy = at::randn({4, 6, 32});
+    for (const std::array<bool, 3> mask :
+         {std::array<bool, 3>{true, true, true}, std::array<bool, 3>{true, false, false}}) {
+      const auto cpu_back = at::native_layer_norm_backward(
+          dy, x, {32}, std::get<1>(cpu), std::get<2>(cpu), w, b, mask);
+      const auto meta_back = at::native_layer_norm_backward(
+          on_meta(dy), mx, {32}, std::get<1>(meta), std::get<2>(meta), mw, mb, mask);
+      expect_like(std::get<0>(meta_back), std::get<0>(cpu_back), "dx, " + what);
+      expect_like(std::get<1>(meta_back), std::get<1>(cpu_back), "dgamma, " + what);
+      expect_like(std::get<2>(meta_back), std::get<2>(cpu_back), "dbeta, " + what);
+    }
+  }
+  // The composite layer_norm (what torch::nn::LayerNorm calls) runs on Meta now.
+  expect_like(
+      at::layer_norm(on_meta(at::randn({2, 8})), {8}),
+      at::layer_norm(at::randn({2, 8}), {8}),
+      "layer_norm");
+}
+
+TEST_F(MetaKernels, IndexSelectEmbeddingAndItsBackwardAsOnTheCpu) {
+  const at::Tensor weight = at::randn({50, 16});
+  const at::Tensor ids = at::randint(50, {4, 7}, at::kLong);
+  for (const int64_t dim : {0, 1, -1}) {
+    const at::Tensor index = at::randint(weight.size(dim < 0 ? 1 : dim), {5}, at::kLong);
+    expect_like(
+        at::index_select(on_meta(weight), dim, on_meta(index)),
+        at::index_select(weight, dim, index),
+        "index_select dim " + std::to_string(dim));
+  }
+  const at::Tensor mw = on_meta(weight), mids = on_meta(ids);
+  const at::Tensor cpu_out = at::embedding(weight, ids), meta_out = at::embedding(mw, mids);
+  expect_like(meta_out, cpu_out, "embedding");
+  expect_aliasing(meta_out, mw, cpu_out, weight, "embedding");
+  const at::Tensor grad = at::randn({4, 7, 16});
+  expect_like(
+      at::embedding_dense_backward(on_meta(grad), mids, 50, -1, false),
+      at::embedding_dense_backward(grad, ids, 50, -1, false),
+      "embedding_dense_backward");
+}
+
+TEST_F(MetaKernels, WhereBroadcastsAndPromotesAsOnTheCpu) {
+  const at::Tensor cond = at::rand({4, 1, 8}) > 0.5;
+  const at::Tensor a = at::randn({1, 3, 8}), b = at::randn({8}, at::kDouble);
+  expect_like(at::where(on_meta(cond), on_meta(a), on_meta(b)), at::where(cond, a, b), "where");
+}
+
+TEST_F(MetaKernels, MultinomialAsOnTheCpu) {
+  const at::Tensor p = at::rand({3, 10});
+  expect_like(at::multinomial(on_meta(p), 2), at::multinomial(p, 2), "multinomial [3, 10]");
+  const at::Tensor v = at::rand({10});
+  expect_like(at::multinomial(on_meta(v), 4), at::multinomial(v, 4), "multinomial [10]");
+}
+
+TEST_F(MetaKernels, ReluAsOnTheCpu) {
+  const at::Tensor x = at::randn({6, 4}).t();  // strided: the output follows the input
+  expect_like(at::relu(on_meta(x)), at::relu(x), "relu");
+  at::Tensor cpu = x.clone(), meta = on_meta(cpu);
+  const int64_t before = meta_allocated();
+  at::relu_(meta);
+  at::relu_(cpu);
+  EXPECT_EQ(meta_allocated(), before) << "in place";
+  expect_like(meta, cpu, "relu_");
+}
+
+TEST_F(MetaKernels, AValueReadGetsTheStandInOfItsDtype) {
+  EXPECT_EQ(at::_local_scalar_dense(on_meta(at::ones({}))).toDouble(), 0.0);
+  EXPECT_EQ(on_meta(at::ones({1}, at::kLong)).item<int64_t>(), 0);
+  EXPECT_FALSE(on_meta(at::ones({}, at::kBool)).item<bool>());
+}
+
+TEST_F(MetaKernels, EveryMetaStorageIsCountedAndOneResizeGrowsToo) {
+  const int64_t before = meta_allocated();
+  at::Tensor t = at::empty({256, 256}, at::TensorOptions().device(at::kMeta));
+  EXPECT_EQ(meta_allocated() - before, 256 * 256 * 4);
+  t.resize_({512, 512});  // grows: a new storage, the old one freed
+  EXPECT_EQ(meta_allocated() - before, 512 * 512 * 4);
+  EXPECT_EQ(t.storage().nbytes(), 512u * 512u * 4u);
+  t.resize_({16, 16});  // shrinks: the storage stays, as on the CPU
+  EXPECT_EQ(meta_allocated() - before, 512 * 512 * 4);
+  at::Tensor cpu = at::empty({256, 256});
+  cpu.resize_({512, 512});
+  cpu.resize_({16, 16});
+  expect_like(t, cpu, "resized");
+  t = at::Tensor();
+  EXPECT_EQ(meta_allocated(), before);
+}
+
+TEST_F(MetaKernels, FusedAdamWRunsInPlaceAndMakesNothing) {
+  const auto meta_list = [](int n) {
+    std::vector<at::Tensor> list;
+    for (int i = 0; i < n; ++i)
+      list.push_back(at::empty({64}, at::TensorOptions().device(at::kMeta)));
+    return list;
+  };
+  const std::vector<at::Tensor> params = meta_list(3), grads = meta_list(3), m = meta_list(3),
+                                v = meta_list(3), steps = meta_list(3);
+  const int64_t before = meta_allocated();
+  at::_fused_adamw_(params, grads, m, v, {}, steps, 1e-3, 0.9, 0.999, 0.01, 1e-8, false, false);
+  EXPECT_EQ(meta_allocated(), before);
+}
+
+TEST_F(MetaKernels, AnOperatorWithoutOneIsNamed) {
+  try {
+    at::nonzero(on_meta(at::ones({4})));
+    FAIL() << "nonzero ran on Meta";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(refused_operator(e), "aten::nonzero") << e.what();
+  }
+  EXPECT_EQ(refused_operator(std::runtime_error("something else")), "");
+}
+
+}  // namespace
+}  // namespace oomguard::meta
