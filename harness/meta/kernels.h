@@ -14,6 +14,9 @@ void register_indexing(torch::Library& aten);
 // LibTorch computes them), resize_ (the storage it grows comes from the Meta allocator),
 // _fused_adamw_ (in place: nothing new).
 void register_values(torch::Library& aten);
+// convolution (transposed too) and its backward, native_batch_norm and its backward,
+// log_sigmoid_forward and its backward (a DCGAN's generator and discriminator).
+void register_convolution(torch::Library& aten);
 // _fused_sdp_choice (the CPU's choice for these shapes), the CPU's flash attention forward
 // and backward, and (in `autograd`, the AutogradMeta key's) scaled_dot_product_attention
 // calling the kernel the CPU would.

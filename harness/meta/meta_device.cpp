@@ -34,6 +34,7 @@ void use_meta_device() {
     register_norms(*aten);
     register_indexing(*aten);
     register_values(*aten);
+    register_convolution(*aten);
     auto* autograd = new torch::Library(
         torch::Library::IMPL, "aten", c10::DispatchKey::AutogradMeta, __FILE__, __LINE__);
     register_attention(*aten, *autograd);

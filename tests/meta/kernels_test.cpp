@@ -10,12 +10,23 @@
 
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/batch_norm.h>
+#include <ATen/ops/binary_cross_entropy_with_logits.h>
+#include <ATen/ops/conv2d.h>
+#include <ATen/ops/conv_transpose2d.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/embedding_dense_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/layer_norm.h>
+#include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/log_sigmoid_backward.h>
+#include <ATen/ops/log_sigmoid_forward.h>
 #include <ATen/ops/multinomial.h>
+#include <ATen/ops/native_batch_norm.h>
+#include <ATen/ops/native_batch_norm_backward.h>
 #include <ATen/ops/native_layer_norm.h>
 #include <ATen/ops/native_layer_norm_backward.h>
 #include <ATen/ops/nonzero.h>
@@ -24,7 +35,9 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/tanh.h>
 #include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/meta/meta_device.h>
@@ -147,6 +160,129 @@ TEST_F(MetaKernels, ReluAsOnTheCpu) {
   at::relu_(cpu);
   EXPECT_EQ(meta_allocated(), before) << "in place";
   expect_like(meta, cpu, "relu_");
+}
+
+TEST_F(MetaKernels, ConvolutionForwardAndBackwardAsOnTheCpu) {
+  struct Case {
+    std::vector<int64_t> input, weight;
+    int64_t stride, padding;
+    bool transposed, channels_last, weight_channels_last = false;
+  };
+  const Case cases[] = {
+      {{2, 3, 16, 16}, {8, 3, 3, 3}, 1, 1, false, false},
+      {{2, 3, 17, 15}, {8, 3, 4, 4}, 2, 1, false, true},
+      {{2, 8, 4, 4}, {8, 3, 4, 4}, 2, 1, true, false},  // a DCGAN generator's up-sampling
+      {{2, 16, 1, 1}, {16, 8, 4, 4}, 1, 0, true, false},
+      {{2, 3, 16, 16}, {8, 3, 3, 3}, 1, 1, false, false, true},  // the weight channels last
+  };
+  for (const Case& c : cases) {
+    at::Tensor x = at::randn(c.input);
+    if (c.channels_last)
+      x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor w = c.weight_channels_last
+                             ? at::randn(c.weight).contiguous(at::MemoryFormat::ChannelsLast)
+                             : at::randn(c.weight),
+                     b = at::randn({c.transposed ? c.weight[1] : c.weight[0]});
+    const std::vector<int64_t> stride(2, c.stride), padding(2, c.padding), none(2, 0), one(2, 1);
+    const at::Tensor cpu = at::convolution(x, w, b, stride, padding, one, c.transposed, none, 1);
+    const at::Tensor mx = on_meta(x), mw = on_meta(w);
+    const at::Tensor meta =
+        at::convolution(mx, mw, on_meta(b), stride, padding, one, c.transposed, none, 1);
+    const std::string what = std::string(c.transposed ? "transposed " : "") + "convolution " +
+                             std::to_string(c.input[2]) + "x" + std::to_string(c.input[3]);
+    expect_like(meta, cpu, what);
+    const at::Tensor g = at::randn(cpu.sizes());
+    const std::vector<int64_t> bias_sizes = {b.size(0)};
+    const auto cpu_back = at::convolution_backward(
+        g, x, w, bias_sizes, stride, padding, one, c.transposed, none, 1, {true, true, true});
+    const auto meta_back = at::convolution_backward(
+        on_meta(g),
+        mx,
+        mw,
+        bias_sizes,
+        stride,
+        padding,
+        one,
+        c.transposed,
+        none,
+        1,
+        {true, true, true});
+    expect_like(std::get<0>(meta_back), std::get<0>(cpu_back), what + " grad input");
+    expect_like(std::get<1>(meta_back), std::get<1>(cpu_back), what + " grad weight");
+    expect_like(std::get<2>(meta_back), std::get<2>(cpu_back), what + " grad bias");
+  }
+}
+
+TEST_F(MetaKernels, BatchNormForwardAndBackwardAsOnTheCpu) {
+  for (const bool training : {true, false}) {
+    const at::Tensor x = at::randn({4, 3, 8, 8}), w = at::randn({3}), b = at::randn({3});
+    at::Tensor rm = at::zeros({3}), rv = at::ones({3});
+    const auto cpu = at::native_batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5);
+    const at::Tensor mx = on_meta(x), mw = on_meta(w);
+    const auto meta =
+        at::native_batch_norm(mx, mw, on_meta(b), on_meta(rm), on_meta(rv), training, 0.1, 1e-5);
+    const std::string what = training ? "training" : "evaluation";
+    expect_like(std::get<0>(meta), std::get<0>(cpu), "out, " + what);
+    expect_like(std::get<1>(meta), std::get<1>(cpu), "save_mean, " + what);
+    expect_like(std::get<2>(meta), std::get<2>(cpu), "save_invstd, " + what);
+    if (!training)
+      continue;
+    const at::Tensor g = at::randn({4, 3, 8, 8});
+    const auto cpu_back = at::native_batch_norm_backward(
+        g, x, w, rm, rv, std::get<1>(cpu), std::get<2>(cpu), true, 1e-5, {true, true, true});
+    const auto meta_back = at::native_batch_norm_backward(
+        on_meta(g),
+        mx,
+        mw,
+        on_meta(rm),
+        on_meta(rv),
+        std::get<1>(meta),
+        std::get<2>(meta),
+        true,
+        1e-5,
+        {true, true, true});
+    expect_like(std::get<0>(meta_back), std::get<0>(cpu_back), "grad input");
+    expect_like(std::get<1>(meta_back), std::get<1>(cpu_back), "grad weight");
+    expect_like(std::get<2>(meta_back), std::get<2>(cpu_back), "grad bias");
+  }
+}
+
+TEST_F(MetaKernels, LogSigmoidAndItsBackwardAsOnTheCpu) {
+  const at::Tensor x = at::randn({4, 6});
+  const auto cpu = at::log_sigmoid_forward(x);
+  const auto meta = at::log_sigmoid_forward(on_meta(x));
+  expect_like(std::get<0>(meta), std::get<0>(cpu), "log_sigmoid output");
+  expect_like(std::get<1>(meta), std::get<1>(cpu), "log_sigmoid buffer");
+  expect_like(
+      at::log_sigmoid_backward(on_meta(x), on_meta(x), std::get<1>(meta)),
+      at::log_sigmoid_backward(x, x, std::get<1>(cpu)),
+      "log_sigmoid_backward");
+}
+
+// A DCGAN's generator and discriminator (transposed convolutions, batch norm, relu, tanh;
+// convolutions, leaky relu, the logits' binary cross-entropy) train a step on the Meta device,
+// every storage counted: what a conv net needs runs on shapes alone.
+TEST_F(MetaKernels, ADcganTrainsAStepOnShapesAlone) {
+  const at::TensorOptions meta = at::TensorOptions().device(at::kMeta);
+  const auto param = [&](std::vector<int64_t> shape) {
+    return at::empty(shape, meta).requires_grad_(true);
+  };
+  const at::Tensor g1 = param({16, 8, 4, 4}), g2 = param({8, 3, 4, 4}), gamma = param({8}),
+                   beta = param({8}), d1 = param({8, 3, 4, 4}), d2 = param({1, 8, 8, 8});
+  const int64_t before = meta_allocated();
+  const at::Tensor z = at::empty({4, 16, 1, 1}, meta);
+  at::Tensor h = at::conv_transpose2d(z, g1, {}, 1, 0);  // [4, 8, 4, 4]
+  h = at::relu(at::batch_norm(h, gamma, beta, {}, {}, true, 0.1, 1e-5, false));
+  const at::Tensor fake = at::tanh(at::conv_transpose2d(h, g2, {}, 4, 0));  // [4, 3, 16, 16]
+  at::Tensor d = at::leaky_relu(at::conv2d(fake, d1, {}, 2, 1), 0.2);       // [4, 8, 8, 8]
+  const at::Tensor logits = at::conv2d(d, d2).flatten();                    // [4]
+  const at::Tensor loss = at::binary_cross_entropy_with_logits(logits, at::empty({4}, meta));
+  EXPECT_GT(meta_allocated(), before) << "the forward's activations are counted";
+  loss.backward();
+  for (const at::Tensor& p : {g1, g2, gamma, beta, d1, d2}) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().sizes(), p.sizes());
+  }
 }
 
 TEST_F(MetaKernels, AValueReadGetsTheStandInOfItsDtype) {

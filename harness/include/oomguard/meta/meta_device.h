@@ -7,9 +7,11 @@
 // What pure LibTorch lacks on Meta (PyTorch's Python fills it from
 // torch/_meta_registrations.py, which a C++ program never loads) oomguard registers
 // (harness/meta/, one file per family): layer norm forward and backward, index_select (so
-// embedding) and embedding's backward, where, multinomial, the fused AdamW step, a resize_ that
-// counts the storage it grows, and the reads of a value (_local_scalar_dense: item(), a
-// stand-in, see below). Each is checked against LibTorch's CPU kernel: the same output sizes,
+// embedding) and embedding's backward, where, multinomial, relu, the fused AdamW step, a
+// resize_ that counts the storage it grows, the reads of a value (_local_scalar_dense: item(),
+// a stand-in, see below), the CPU's flash attention and scaled_dot_product_attention choosing
+// the kernel the CPU would, convolution (transposed too), batch norm and log-sigmoid with
+// their backwards. Each is checked against LibTorch's CPU kernel: the same output sizes,
 // dtypes, strides and storage bytes, and the same aliasing (tests/meta/kernels_test.cpp).
 //
 // Values do not exist on Meta. A read of one (item(), a loss logged, clip_grad_norm_'s total)
