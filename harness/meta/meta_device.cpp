@@ -22,22 +22,30 @@ class Quiet final : public c10::WarningHandler {
 
 }  // namespace
 
+namespace {
+
+// The registrations, never destroyed (the kernels stay registered for the life of the
+// process, and the dispatcher may be gone at exit), held where they stay reachable.
+torch::Library* g_meta_kernels = nullptr;
+torch::Library* g_autograd_meta_kernels = nullptr;
+
+}  // namespace
+
 void use_meta_device() {
   static std::once_flag once;
   std::call_once(once, [] {
     memory::TrackingAllocator::meta();
     Quiet quiet;
     const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-    // Never destroyed: the kernels stay registered for the life of the process.
-    auto* aten = new torch::Library(
+    g_meta_kernels = new torch::Library(
         torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
-    register_norms(*aten);
-    register_indexing(*aten);
-    register_values(*aten);
-    register_convolution(*aten);
-    auto* autograd = new torch::Library(
+    register_norms(*g_meta_kernels);
+    register_indexing(*g_meta_kernels);
+    register_values(*g_meta_kernels);
+    register_convolution(*g_meta_kernels);
+    g_autograd_meta_kernels = new torch::Library(
         torch::Library::IMPL, "aten", c10::DispatchKey::AutogradMeta, __FILE__, __LINE__);
-    register_attention(*aten, *autograd);
+    register_attention(*g_meta_kernels, *g_autograd_meta_kernels);
   });
 }
 
