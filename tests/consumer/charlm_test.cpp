@@ -133,7 +133,8 @@ TEST_F(CharLMTest, Memory) {
 std::vector<torch::Tensor> long_tail_samples(int64_t count) {
   std::vector<torch::Tensor> samples;
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t length = i % 16 == 5 ? 4 * kContext : torch::randint(8, kContext, {1}).item<int64_t>();
+    const int64_t length =
+        i % 16 == 5 ? 4 * kContext : torch::randint(8, kContext, {1}).item<int64_t>();
     samples.push_back(torch::randint(kVocab, {length + 1}, torch::kLong));
   }
   return samples;
