@@ -91,7 +91,7 @@ log "LibTorch: torch $TORCH_VERSION in $VENV ($([ "$DEPS" = cuda ] &&
 
 if [ "$SETUP" = all ]; then
   tools=$(ci/install-tools.sh)
-  log "checkers (check-jsonschema, actionlint, junitparser) in $tools"
+  log "checkers (check-jsonschema, actionlint, junitparser, lizard, ...) in $tools"
 fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}

@@ -27,8 +27,9 @@ function(oomguard_add_gtest name)
   set_property(GLOBAL PROPERTY OOMGUARD_GTEST_LABEL_${name} ${arg_LABEL})
 endfunction()
 
-# The checkers of ci/install-tools.sh (check-jsonschema, junitparser): the CLI tests validate
-# every report, summary and JUnit file they make with them (tests/cli/check_outputs.py).
+# The checkers of ci/install-tools.sh (check-jsonschema, junitparser, lizard): the CLI tests
+# validate every report, summary and JUnit file they make with them
+# (tests/cli/check_outputs.py); lizard measures the functions' lengths.
 find_program(OOMGUARD_TOOLS_PYTHON python NO_DEFAULT_PATH
   HINTS $ENV{OOMGUARD_CACHE}/venv-tools/bin $ENV{HOME}/.cache/oomguard/venv-tools/bin
   DOC "Python of the checkers' venv (ci/install-tools.sh)")

@@ -3,30 +3,26 @@
 // (`--allocator-model cuda`, and the GoogleTest layer with a card on CPU): an emulated card
 // refuses an allocation when the CUDA caching allocator would, fragmentation included, and
 // reserved memory is reported as predicted. What a CUDA run allocates differently is added
-// where it happens, by the rules of <oomguard/sim/gpu_rules.h>: a cuBLAS workspace at the
-// first GEMM of the forward and at the first GEMM of the backward (sim::cublas_workspace);
-// in and after scaled-dot-product attention, what the card's kernel keeps instead of what the
-// CPU's kept (sim::cuda_attention).
+// where it happens, by the rules of <oomguard/sim/gpu_rules.h>, one unit each behind one
+// interface (harness/memory/rules/): a cuBLAS workspace at the first GEMM of the forward and
+// at the first GEMM of the backward (sim::cublas_workspace); in and after scaled-dot-product
+// attention, what the card's kernel keeps instead of what the CPU's kept
+// (sim::cuda_attention). The allocations come from a TrackingAllocator: the CPU's, or the
+// Meta device's (TrackingAllocator::meta(), shapes alone).
 // Several cards and allocator settings can be predicted side by side from one run.
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/sim/caching_allocator.h>
 #include <oomguard/sim/gpu_rules.h>
 
-namespace at {
-class Tensor;
-}
-
 namespace oomguard::memory {
+
+class GpuRule;
 
 // One card (or capacity) and allocator setting to predict for.
 struct ModelTarget {
@@ -64,7 +60,7 @@ struct ModelFigures {
   int64_t peak_reserved_bytes = 0;   // segments held: what must fit on the card
   int64_t num_alloc_retries = 0;     // the cache freed and the request tried again
   int64_t largest_gap_bytes = 0;     // most reserved minus allocated as a request was served
-  int64_t workspace_bytes = 0;       // the cuBLAS workspaces held now
+  int64_t workspace_bytes = 0;       // the cuBLAS workspaces held now (cublas_workspace)
   // The rules applied and what they did in the phase: {"cublas_workspace", bytes held,
   // "2 handles x ..."}, {"sdpa_attention", bytes kept for backward, "3 call(s): ..."}.
   std::vector<sim::RuleEffect> rules;
@@ -81,9 +77,10 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   // c10::OutOfMemoryError as the card would. The others only record their first refusal.
   // A target with a workspace allocates one, and keeps it, at the end of the first GEMM
   // (aten::mm, addmm, bmm, ...) outside autograd's backward and of the first inside it: a
-  // CUDA run's two cuBLAS handles (forward thread, autograd's device thread). One such meter
-  // at a time watches GEMMs, through RecordFunction callbacks registered once per process
-  // (every operator then passes through them).
+  // CUDA run's two cuBLAS handles (forward thread, autograd's device thread). A meter whose
+  // targets apply a rule watches operators, through RecordFunction callbacks registered once
+  // per process (every operator then passes through them); one such meter at a time: throws
+  // std::logic_error while another watches.
   ModelledMeter(TrackingAllocator& tracker, const std::vector<ModelTarget>& targets);
   // One target of `device` (its capacity from set_capacity) with `workspace_bytes` per handle.
   ModelledMeter(
@@ -112,7 +109,7 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   void on_alloc(int64_t id, int64_t bytes) override;  // throws c10::OutOfMemoryError
   void on_free(int64_t id) override;
 
-  size_t targets() const { return models_.size(); }
+  size_t targets() const;
   const ModelTarget& target(size_t i) const;
   ModelFigures figures(size_t i) const;
 
@@ -120,62 +117,18 @@ class ModelledMeter final : public Meter, public AllocationObserver {
   int64_t workspace_bytes_allocated() const;
   // Whether the first target's backward (true) or forward (false) workspace is allocated.
   bool workspace_taken(bool backward) const;
-  // Called by the operator callbacks. At the end of a GEMM (inside_backward: within an
-  // autograd node): allocates that handle's workspace the first time. The first target's
-  // refusal (OOM) is raised by the next allocation of the run, since RecordFunction swallows
-  // what its callbacks throw.
-  void on_gemm(bool inside_backward);
-  // Around aten::scaled_dot_product_attention (the sdpa_attention rule): from its start, what
-  // the CPU kernel allocates on this thread is held back from the targets whose card runs
-  // another kernel (`inputs`: the storages of q, k and v); the CPU kernel is the math path or
-  // its flash kernel; at its end, the output is fed and the card's kernel's kept tensors
-  // (sim::cuda_attention) added, freed when its backward has run or its autograd node is
-  // destroyed (at once without one).
-  void on_attention_start(const sim::AttentionCall& call, const std::vector<int64_t>& inputs);
-  void on_attention_cpu_kernel(bool math);
-  void on_attention_end(const at::Tensor& output);
-  // At the start and end of an autograd node's backward (`node`: its sequence number): the
-  // nodes an attention call made are its backward, where the card's kernel's backward
-  // allocates in place of the CPU's.
-  // An autograd node: the thread that made it and its sequence number on that thread.
-  using NodeKey = std::pair<uint64_t, uint64_t>;
-  void on_backward_node(const NodeKey& node, bool start);
-  // The call's autograd node is gone: what the card's kernel kept is freed.
-  void release_attention(int64_t token);
 
  private:
-  struct Model;
-  // Serves `bytes` in `m` under `id`; false when refused (recorded as the model's OOM).
-  bool serve(Model& m, int64_t id, int64_t bytes);
-  // serve() from an operator callback, which cannot throw: the first target's refusal is
-  // raised by the run's next allocation.
-  bool serve_in_callback(Model& m, int64_t id, int64_t bytes);
-  void release(Model& m, int64_t id);
+  class Models;   // the targets' allocator models, as the rules feed them
+  class Watcher;  // hears operators for the rules
 
   TrackingAllocator& tracker_;
-  mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<Model>> models_;
-  // An attention call whose backward is still to come.
-  struct AttentionBackward {
-    std::vector<std::pair<size_t, int64_t>> kept;      // the card's kept tensors: target, id
-    std::vector<bool> held;                            // per target: the rule replaces its kernel
-    std::vector<std::vector<int64_t>> transient;       // per target: its backward's temporaries
-    std::vector<std::pair<size_t, int64_t>> deferred;  // kept inputs, freed: target, id
-    int nodes = 0;                                     // the call's nodes yet to run
-  };
-  void end_attention_backward();
-  // Ends this thread's backward window when its call is no longer known.
-  void close_stale_capture();
-  // This thread is inside an attention call's forward for this meter.
-  bool in_attention_call() const;
-  // Frees what the call's kernel kept and forgets the call.
-  void forget_attention(int64_t token);
-
-  uint64_t serial_;          // this meter among all the process made (from 1)
-  std::string pending_oom_;  // the first target's refused workspace or kept tensor
-  std::unordered_map<int64_t, AttentionBackward> attention_backward_;  // by token
-  std::map<NodeKey, int64_t> attention_node_;                          // node -> token
-  std::unordered_map<int64_t, int64_t> attention_pinned_;  // input's or output's id -> token
+  mutable std::mutex mutex_;  // guards the models and the rules
+  std::unique_ptr<Models> models_;
+  // The CPU-to-GPU rules some target applies (harness/memory/rules/), in the report's order.
+  std::vector<std::unique_ptr<GpuRule>> rules_;
+  std::vector<bool> held_, taken_;    // per target, for on_alloc and on_free
+  std::unique_ptr<Watcher> watcher_;  // none when no rule hears operators
 };
 
 }  // namespace oomguard::memory
