@@ -258,8 +258,13 @@ void ModelledMeter::on_alloc(int64_t id, int64_t bytes) {
   if (!held_[0] && !serve(own, id, bytes))
     // The caching allocator's own words, so the report and handlers treat it as a real OOM.
     TORCH_CHECK_WITH(OutOfMemoryError, false, own.allocator.last_oom()->message);
-  for (auto& rule : rules_)
-    rule->on_alloc(id, bytes);
+  try {
+    for (auto& rule : rules_)
+      rule->on_alloc(id, bytes);
+  } catch (...) {  // the allocation fails: no free will come for it
+    models_->release(0, id);
+    throw;
+  }
   for (size_t i = 1; i < models_->size(); ++i)
     if (!held_[i])
       serve(*models_->all[i], id, bytes);

@@ -23,6 +23,7 @@ std::mutex watcher_mutex;
 OperatorWatcher* watcher = nullptr;       // guarded by watcher_mutex
 std::vector<TraceRecorder*> gemm_traces;  // guarded by watcher_mutex
 std::atomic<bool> watched{false};         // either is set: the callbacks' fast path
+std::atomic<bool> has_watcher{false};     // the watcher is set: every operator concerns it
 // Autograd nodes this thread is inside: a GEMM there is the backward's.
 thread_local int backward_depth = 0;
 
@@ -54,7 +55,7 @@ void on_node_end(const at::RecordFunction& fn, at::ObserverContext*) {
 }
 
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  if (!watched.load(std::memory_order_acquire))
+  if (!has_watcher.load(std::memory_order_acquire))
     return nullptr;
   std::lock_guard<std::mutex> lock(watcher_mutex);
   if (watcher != nullptr)
@@ -67,10 +68,13 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
 void on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!watched.load(std::memory_order_acquire))
     return;
+  const bool gemm = is_gemm(fn.name());
+  if (!gemm && !has_watcher.load(std::memory_order_acquire))
+    return;  // trace recorders alone: only GEMMs concern them
   std::lock_guard<std::mutex> lock(watcher_mutex);
   if (watcher != nullptr)
     watcher->on_operator_end(fn, backward_depth > 0);
-  if (!gemm_traces.empty() && is_gemm(fn.name()))
+  if (gemm)
     for (TraceRecorder* trace : gemm_traces)
       trace->on_gemm(backward_depth > 0);
 }
@@ -89,6 +93,7 @@ void register_callbacks() {
 }
 
 void set_watched() {  // with watcher_mutex held
+  has_watcher.store(watcher != nullptr, std::memory_order_release);
   watched.store(watcher != nullptr || !gemm_traces.empty(), std::memory_order_release);
 }
 
