@@ -140,10 +140,11 @@ repeat::Plan plan_repeat(const RepeatRequest& args, const std::string& program) 
 
 // On CUDA (asked for, or auto with a device) with more than one job, each running job takes
 // a GPU of its own: two memory fractions on one GPU could together hold more than the card,
-// and each would see the other's memory. Refused when there are fewer GPUs than jobs.
+// and each would see the other's memory. Refused when there are fewer GPUs than jobs. The
+// CPU and the Meta device take none.
 std::vector<std::string> gpus_for_jobs(
     int64_t jobs, const std::string& device, int device_count, const char* cuda_visible_devices) {
-  if (jobs <= 1 || device == "cpu")
+  if (jobs <= 1 || device == "cpu" || device == "meta")
     return {};
   if (device.rfind("cuda:", 0) == 0)
     throw UsageError(

@@ -32,8 +32,9 @@ struct RepeatRequest {
 repeat::Plan plan_repeat(const RepeatRequest& request, const std::string& program);
 
 // On CUDA (asked for, or auto with a device) with more than one job, each running job takes a
-// GPU of its own: the `device_count` visible ones as visible_gpus names them. Empty on CPU or
-// with one job. Throws UsageError when there are fewer GPUs than jobs, or for cuda:N.
+// GPU of its own: the `device_count` visible ones as visible_gpus names them. Empty on CPU, on
+// the Meta device or with one job. Throws UsageError when there are fewer GPUs than jobs, or for
+// cuda:N.
 std::vector<std::string> gpus_for_jobs(
     int64_t jobs, const std::string& device, int device_count, const char* cuda_visible_devices);
 

@@ -38,7 +38,9 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       args.device,
       "auto (CUDA when a device is visible), cpu, cuda, cuda:N (the N-th visible CUDA "
       "device) or meta (shapes alone: any model size predicted with the allocator model, "
-      "which is on by default there); default: OOMGUARD_DEVICE, else auto");
+      "which is on by default there; a value read is the stand-in 0, and an operator that "
+      "needs values or has no Meta kernel ends the run with exit 7); default: "
+      "OOMGUARD_DEVICE, else auto");
   auto* capacity = app.add_option(
       "--capacity", args.capacity, "emulated card capacity, e.g. 512MiB or 14.75GiB");
   std::vector<std::string> cards;
@@ -56,14 +58,15 @@ void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option(
       "--trace",
       args.trace_file,
-      "record every allocation and free of a CPU run here (JSON Lines), for oomguard replay");
+      "record every allocation and free of a CPU or Meta run here (JSON Lines), for oomguard "
+      "replay");
   app.add_option(
          "--allocator-model",
          args.allocator_model,
-         "cuda: on CPU, pass every allocation through a model of the CUDA caching allocator "
-         "(memory.alloc_conf applies): reserved memory is predicted and the emulated card fails "
-         "where that allocator would, fragmentation included (default: none, cuda on "
-         "--device meta)")
+         "cuda: on CPU or Meta, pass every allocation through a model of the CUDA caching "
+         "allocator (memory.alloc_conf applies): reserved memory is predicted and the emulated "
+         "card fails where that allocator would, fragmentation included (default: none; cuda "
+         "on the Meta device, from --device meta or OOMGUARD_DEVICE=meta)")
       ->check(CLI::IsMember({"none", "cuda"}))
       ->each([&args](const std::string&) { args.allocator_model_given = true; });
   app.add_option(
@@ -75,8 +78,8 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "--snapshot",
       args.snapshot_file,
       "write the run as a PyTorch memory snapshot pickle, for PyTorch's memory viewer and "
-      "oomguard replay: on CUDA the allocator's own recorded history; on CPU its allocations "
-      "through the caching-allocator model (memory.alloc_conf, the card)");
+      "oomguard replay: on CUDA the allocator's own recorded history; on CPU or Meta its "
+      "allocations through the caching-allocator model (memory.alloc_conf, the card)");
   app.add_flag(
       "--worst-case",
       args.worst_case,

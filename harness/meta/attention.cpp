@@ -13,6 +13,7 @@
 #include <ATen/ops/_scaled_dot_product_attention_math.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
@@ -56,8 +57,9 @@ int64_t fused_sdp_choice(
       enable_gqa);
 }
 
-// LibTorch's _scaled_dot_product_flash_attention_cpu: output [B, T, H, D] and log-sum-exp
-// [B, T, H] (in the op-math dtype), each returned transposed to [B, H, T, ...].
+// LibTorch's _scaled_dot_product_flash_attention_cpu: the output laid out as the query is
+// (empty_like: its strides where it is dense, else its dimensions' order made dense) and the
+// log-sum-exp [B, T, H] (in the op-math dtype) returned transposed to [B, H, T].
 std::tuple<at::Tensor, at::Tensor> flash_attention(
     const at::Tensor& query,
     const at::Tensor& key,
@@ -70,12 +72,14 @@ std::tuple<at::Tensor, at::Tensor> flash_attention(
       query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
       "scaled_dot_product_flash_attention_flash_attention: Accept only 4 dims inputs shape of "
       "{B, H, T, K}");
-  const int64_t batch = query.size(0), heads = query.size(1), length = query.size(2),
-                head_dim = value.size(3);
-  at::Tensor output = at::empty({batch, length, heads, head_dim}, query.options());
+  TORCH_CHECK(
+      query.size(3) == key.size(3) && query.size(3) == value.size(3),
+      "scaled_dot_product_attention_flash_attention: Q/K/V should have the same head size");
+  const int64_t batch = query.size(0), heads = query.size(1), length = query.size(2);
+  at::Tensor output = at::empty_like(query);
   at::Tensor logsumexp = at::empty(
       {batch, length, heads}, query.options().dtype(at::toOpMathType(query.scalar_type())));
-  return {output.transpose(1, 2), logsumexp.transpose(1, 2)};
+  return {output, logsumexp.transpose(1, 2)};
 }
 
 // LibTorch's _scaled_dot_product_flash_attention_cpu_backward: the three gradients as zeros

@@ -168,6 +168,7 @@ TEST_F(RepeatPoolTest, InterruptedItStartsNoMoreAndStopsTheRunning) {
 TEST(GpusForJobs, OneGpuPerJobOrARefusal) {
   EXPECT_TRUE(gpus_for_jobs(1, "cuda", 4, nullptr).empty());  // one job: the device as it is
   EXPECT_TRUE(gpus_for_jobs(3, "cpu", 4, nullptr).empty());
+  EXPECT_TRUE(gpus_for_jobs(3, "meta", 0, nullptr).empty());  // shapes alone: no GPU
   EXPECT_TRUE(gpus_for_jobs(3, "auto", 0, nullptr).empty());  // auto without a GPU: the CPU
   EXPECT_EQ(gpus_for_jobs(2, "auto", 2, "4,6"), (std::vector<std::string>{"4", "6"}));
   EXPECT_EQ(gpus_for_jobs(2, "cuda", 3, nullptr), (std::vector<std::string>{"0", "1", "2"}));

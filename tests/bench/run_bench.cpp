@@ -73,11 +73,11 @@ const Model kModels[] = {
       "train.steps=2",
       "evaluate.batches=1",
       "generate.max_new_tokens=8"}},
-    // 1.3 billion parameters for an A100-80: d_model 2048, 24 layers, sequence 2048, batch 4,
+    // 1.31 billion parameters for an A100-80: d_model 2048, 26 layers, sequence 2048, batch 4,
     // checkpointed.
     {"a100-80",
      {"model.d_model=2048",
-      "model.layers=24",
+      "model.layers=26",
       "model.heads=16",
       "model.max_seq_len=2048",
       "data.max_length=2048",
@@ -124,7 +124,7 @@ void BM_MetaRun(benchmark::State& state) {
       "--disable-guard",
       "grad_checkpoint"};
   if (state.range(0) == 2)
-    args.pop_back(), args.pop_back();  // the 1.3B model keeps its checkpointing
+    args.pop_back(), args.pop_back();  // the 1.31B model keeps its checkpointing
   args.insert(args.end(), {"--device", meta ? "meta" : "cpu"});
   if (!meta)
     args.insert(args.end(), {"--allocator-model", "cuda"});

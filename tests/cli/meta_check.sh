@@ -6,6 +6,7 @@
 #   holds at least the parameters, their gradients and AdamW's two states.
 # - A mid-sized model predicted on the Meta device and on the CPU (--allocator-model cuda)
 #   agrees per phase within gpu-sanity's tolerances (1% + 1 MiB), with the same outcome.
+# - repeat --jobs 2 runs on the Meta device (no GPU asked for).
 # - An operator whose result depends on values (generate.stop_at_eos) ends the run with exit 7,
 #   outcome unsupported, the report naming the operator and the phase.
 # Every report is checked against report.schema.json.
@@ -48,17 +49,17 @@ mid=(--card t4 --set model.d_model=256 --set model.layers=4 --set model.heads=4
 run_ok "$cli" run --device meta "${mid[@]}" --report "$dir/meta.json" > "$dir/meta.txt" 2>&1
 run_ok "$cli" run --device cpu --allocator-model cuda "${mid[@]}" --report "$dir/cpu.json" \
   > "$dir/cpu.txt" 2>&1
-python3 - "$dir/cpu.json" "$dir/meta.json" <<'PY' || fail "the Meta device's prediction is not the CPU's"
+python3 "$here/same_prediction.py" "$dir/cpu.json" "$dir/meta.json" ||
+  fail "the Meta device's prediction is not the CPU's"
+
+# repeat runs on Meta too, several runs at once, none asking for a GPU.
+run_ok "$cli" repeat -n 2 --jobs 2 --device meta --card t4 --set train.steps=2 \
+  --report "$dir/repeat-summary.json" > "$dir/repeat.txt" 2>&1
+python3 - "$dir/repeat-summary.json" <<'PY' || fail "repeat on the Meta device"
 import json, sys
-cpu, meta = (json.load(open(p)) for p in sys.argv[1:])
-assert cpu["outcome"] == meta["outcome"], (cpu["outcome"], meta["outcome"])
-for a, b in zip(cpu["phases"], meta["phases"]):
-    for key in ("predicted_peak_allocated_bytes", "peak_reserved_bytes"):
-        assert abs(a[key] - b[key]) <= 0.01 * a[key] + 2**20, (a["name"], key, a[key], b[key])
-    assert a["num_alloc_retries"] == b["num_alloc_retries"], a["name"]
-    print(f"ok: {a['name']}: predicted allocated {b['predicted_peak_allocated_bytes']} B on Meta, "
-          f"{a['predicted_peak_allocated_bytes']} B on the CPU; reserved {b['peak_reserved_bytes']} B, "
-          f"{a['peak_reserved_bytes']} B")
+s = json.load(open(sys.argv[1]))
+assert len(s["iterations"]) == 2, s["iterations"]
+print("ok: repeat -n 2 --jobs 2 --device meta ran both runs")
 PY
 
 rc=0

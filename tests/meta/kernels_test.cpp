@@ -8,7 +8,9 @@
 #include <tuple>
 #include <vector>
 
+#include <ATen/SDPBackend.h>
 #include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/batch_norm.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
@@ -35,6 +37,9 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -75,8 +80,9 @@ void expect_aliasing(
     const at::Tensor& cpu_out,
     const at::Tensor& cpu_in,
     const std::string& what) {
-  if (cpu_out.defined())
+  if (cpu_out.defined()) {
     EXPECT_EQ(meta_out.is_alias_of(meta_in), cpu_out.is_alias_of(cpu_in)) << what;
+  }
 }
 
 int64_t meta_allocated() {
@@ -142,6 +148,124 @@ TEST_F(MetaKernels, WhereBroadcastsAndPromotesAsOnTheCpu) {
   const at::Tensor cond = at::rand({4, 1, 8}) > 0.5;
   const at::Tensor a = at::randn({1, 3, 8}), b = at::randn({8}, at::kDouble);
   expect_like(at::where(on_meta(cond), on_meta(a), on_meta(b)), at::where(cond, a, b), "where");
+}
+
+TEST_F(MetaKernels, WhereOutResizesItsOutputAsOnTheCpu) {
+  const at::Tensor cond = at::rand({4, 1, 8}) > 0.5, a = at::randn({1, 6, 8}), b = at::randn({8});
+  at::Tensor cpu = at::empty({0});
+  at::Tensor meta = at::empty({0}, at::TensorOptions().device(at::kMeta));
+  const int64_t before = meta_allocated();
+  at::where_out(cpu, cond, a, b);
+  at::where_out(meta, on_meta(cond), on_meta(a), on_meta(b));
+  expect_like(meta, cpu, "where.self_out");
+  EXPECT_EQ(meta_allocated() - before, 4 * 6 * 8 * 4) << "the grown output is counted";
+}
+
+// How q, k and v of [B, H, T, D] = [2, 4, 16, 8] are laid out.
+enum class Layout {
+  kContiguous,
+  kViews,     // each a view of [B, T, H, D], as after a head split
+  kSplit,     // views of one [B, T, 3, H, D] projection, as TinyGPT makes them (not dense)
+  kSliced,    // the first half of a wider head dimension (not dense)
+  kPermuted,  // dense, in another order ([T, B, H, D])
+};
+constexpr Layout kLayouts[] = {
+    Layout::kContiguous, Layout::kViews, Layout::kSplit, Layout::kSliced, Layout::kPermuted};
+
+std::vector<at::Tensor> attention_inputs(Layout layout) {
+  if (layout == Layout::kSplit) {
+    const at::Tensor qkv = at::randn({2, 16, 3, 4, 8}).permute({2, 0, 3, 1, 4});
+    return {qkv[0], qkv[1], qkv[2]};
+  }
+  std::vector<at::Tensor> qkv;
+  for (int i = 0; i < 3; ++i) {
+    switch (layout) {
+      case Layout::kViews:
+        qkv.push_back(at::randn({2, 16, 4, 8}).transpose(1, 2));
+        break;
+      case Layout::kSliced:
+        qkv.push_back(at::randn({2, 4, 16, 16}).narrow(3, 0, 8));
+        break;
+      case Layout::kPermuted:
+        qkv.push_back(at::randn({16, 2, 4, 8}).permute({1, 2, 0, 3}));
+        break;
+      default:
+        qkv.push_back(at::randn({2, 4, 16, 8}));
+    }
+  }
+  return qkv;
+}
+
+TEST_F(MetaKernels, TheKernelChoiceIsTheCpus) {
+  for (const Layout layout : kLayouts) {
+    const std::vector<at::Tensor> qkv = attention_inputs(layout);
+    const at::Tensor q = on_meta(qkv[0]), k = on_meta(qkv[1]), v = on_meta(qkv[2]);
+    const at::Tensor mask = at::rand({16, 16}) > 0.5;
+    const struct {
+      std::optional<at::Tensor> mask;
+      double dropout;
+      bool causal;
+    } cases[] = {{std::nullopt, 0.0, true}, {std::nullopt, 0.1, false}, {mask, 0.0, false}};
+    for (const auto& c : cases) {
+      const std::optional<at::Tensor> meta_mask =
+          c.mask ? std::optional<at::Tensor>(on_meta(*c.mask)) : std::nullopt;
+      const int64_t cpu_choice =
+          at::_fused_sdp_choice(qkv[0], qkv[1], qkv[2], c.mask, c.dropout, c.causal);
+      EXPECT_EQ(at::_fused_sdp_choice(q, k, v, meta_mask, c.dropout, c.causal), cpu_choice)
+          << "dropout " << c.dropout << ", mask " << c.mask.has_value() << ", layout "
+          << static_cast<int>(layout);
+    }
+  }
+  // Both kernels are chosen among these cases: the CPU's flash kernel and the math path.
+  const std::vector<at::Tensor> qkv = attention_inputs(Layout::kContiguous);
+  EXPECT_EQ(
+      at::_fused_sdp_choice(qkv[0], qkv[1], qkv[2], std::nullopt, 0.0, true),
+      static_cast<int64_t>(at::SDPBackend::flash_attention));
+  EXPECT_EQ(
+      at::_fused_sdp_choice(qkv[0], qkv[1], qkv[2], std::nullopt, 0.1, false),
+      static_cast<int64_t>(at::SDPBackend::math));
+}
+
+TEST_F(MetaKernels, TheCpusFlashAttentionAndItsBackwardAsOnTheCpu) {
+  for (const Layout layout : kLayouts) {
+    const std::vector<at::Tensor> qkv = attention_inputs(layout);
+    const at::Tensor q = on_meta(qkv[0]), k = on_meta(qkv[1]), v = on_meta(qkv[2]);
+    const std::string what = "layout " + std::to_string(static_cast<int>(layout));
+    const auto cpu = at::_scaled_dot_product_flash_attention_for_cpu(qkv[0], qkv[1], qkv[2]);
+    const auto meta = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v);
+    expect_like(std::get<0>(meta), std::get<0>(cpu), "output, " + what);
+    expect_like(std::get<1>(meta), std::get<1>(cpu), "log-sum-exp, " + what);
+    const at::Tensor grad = at::randn({2, 4, 16, 8});
+    const auto cpu_back = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        grad, qkv[0], qkv[1], qkv[2], std::get<0>(cpu), std::get<1>(cpu), 0.0, true);
+    const auto meta_back = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        on_meta(grad), q, k, v, std::get<0>(meta), std::get<1>(meta), 0.0, true);
+    expect_like(std::get<0>(meta_back), std::get<0>(cpu_back), "dq, " + what);
+    expect_like(std::get<1>(meta_back), std::get<1>(cpu_back), "dk, " + what);
+    expect_like(std::get<2>(meta_back), std::get<2>(cpu_back), "dv, " + what);
+  }
+}
+
+TEST_F(MetaKernels, ScaledDotProductAttentionRunsTheCpusKernelWithItsGradients) {
+  for (const double dropout : {0.0, 0.1}) {  // the CPU's flash kernel, then the math path
+    std::vector<at::Tensor> cpu = attention_inputs(Layout::kSplit), meta;
+    for (at::Tensor& t : cpu) {
+      meta.push_back(on_meta(t).requires_grad_(true));
+      t.requires_grad_(true);
+    }
+    const at::Tensor cpu_out =
+        at::scaled_dot_product_attention(cpu[0], cpu[1], cpu[2], {}, dropout, dropout == 0.0);
+    const at::Tensor meta_out =
+        at::scaled_dot_product_attention(meta[0], meta[1], meta[2], {}, dropout, dropout == 0.0);
+    const std::string what = "dropout " + std::to_string(dropout);
+    expect_like(meta_out, cpu_out, "output, " + what);
+    ASSERT_NE(meta_out.grad_fn(), nullptr) << what;
+    EXPECT_EQ(meta_out.grad_fn()->name(), cpu_out.grad_fn()->name()) << what;
+    cpu_out.sum().backward();
+    meta_out.sum().backward();
+    for (size_t i = 0; i < 3; ++i)
+      expect_like(meta[i].grad(), cpu[i].grad(), "gradient " + std::to_string(i) + ", " + what);
+  }
 }
 
 TEST_F(MetaKernels, MultinomialAsOnTheCpu) {
@@ -320,6 +444,11 @@ TEST_F(MetaKernels, FusedAdamWRunsInPlaceAndMakesNothing) {
   const int64_t before = meta_allocated();
   at::_fused_adamw_(params, grads, m, v, {}, steps, 1e-3, 0.9, 0.999, 0.01, 1e-8, false, false);
   EXPECT_EQ(meta_allocated(), before);
+  // The overload with the learning rate in a tensor (a scheduler's), too.
+  const at::Tensor lr = at::empty({}, at::TensorOptions().device(at::kMeta));
+  const int64_t with_lr = meta_allocated();
+  at::_fused_adamw_(params, grads, m, v, {}, steps, lr, 0.9, 0.999, 0.01, 1e-8, false, false);
+  EXPECT_EQ(meta_allocated(), with_lr);
 }
 
 TEST_F(MetaKernels, AnOperatorWithoutOneIsNamed) {

@@ -26,14 +26,14 @@
 //                          (<oomguard/memory/cards.h>)
 //   OOMGUARD_CAPACITY      or an emulated capacity ("12GiB")
 //   OOMGUARD_ALLOC_CONF    the CUDA caching allocator's settings (gtest_main applies them
-//                          before CUDA starts; on CPU the model predicts with them)
+//                          before CUDA starts; on CPU and Meta the model predicts with them)
 //   OOMGUARD_ALLOCATOR_MODEL
-//                          cuda (default): on CPU, a card or capacity is predicted by the
-//                          caching-allocator model (PhaseResult::predictions); none: the CPU
-//                          bytes alone are held to the capacity
+//                          cuda (default): on CPU and Meta, a card or capacity is predicted
+//                          by the caching-allocator model (PhaseResult::predictions); none:
+//                          the CPU (or Meta) bytes alone are held to the capacity
 //   OOMGUARD_PREDICT       more cards and settings to predict alongside, ';'-separated:
 //                          "t4 expandable_segments:True; a100-80; 12GiB"
-//   OOMGUARD_ORDERS        on CPU with the allocator model, how many orders of each
+//   OOMGUARD_ORDERS        on CPU and Meta with the allocator model, how many orders of each
 //                          measure_steps() phase's steps are searched for the reserved peak
 //                          (default 32; 0: none, and the process is not recorded for it)
 //   OOMGUARD_RULES         the CPU-to-GPU rules the model applies: all (default), none, or
@@ -50,8 +50,9 @@
 //   OOMGUARD_ACCEPT=1      write the peaks plus headroom into it instead of checking;
 //                          =prune also removes the budgets of phases a test that passed
 //                          no longer measures (without it they are listed)
-//   OOMGUARD_TRACE         CPU: record every allocation of the binary into this trace (JSON
-//                          Lines; phases named Suite.Name/phase) for oomguard replay and plot
+//   OOMGUARD_TRACE         CPU and Meta: record every allocation of the binary into this
+//                          trace (JSON Lines; phases named Suite.Name/phase) for oomguard
+//                          replay and plot
 //   OOMGUARD_NAME_OPERATORS
 //                          1 (default): what is live outside every AllocTag is named by the
 //                          operator or autograd node that allocated it ("untagged:
@@ -96,7 +97,7 @@ struct StepOrders {
 };
 
 // What the caching-allocator model predicts a CUDA run of the phase would do on one card (or
-// capacity) with one allocator setting: on CPU with OOMGUARD_CARD or OOMGUARD_CAPACITY.
+// capacity) with one allocator setting: on CPU or Meta with OOMGUARD_CARD or OOMGUARD_CAPACITY.
 struct Prediction {
   std::string card;                  // the card, "" for a capacity alone
   int64_t capacity_bytes = 0;        // what the process may reserve on it
@@ -123,22 +124,22 @@ struct Prediction {
 struct PhaseResult {
   std::string name;            // the phase, as given to measure()
   std::string test;            // "Suite.Name" of the test that measured it
-  std::string meter;           // "cpu" or "cuda"
+  std::string meter;           // "cpu", "cuda" or "meta"
   std::string card;            // the emulated card, "" for none
   int64_t capacity_bytes = 0;  // the emulated capacity, 0 for none
   int64_t start_allocated_bytes = 0;
   int64_t peak_allocated_bytes = 0;
   int64_t end_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = -1;  // -1: not measured by this meter (CPU)
+  int64_t peak_reserved_bytes = -1;  // -1: not measured by this meter (CPU, Meta)
   int64_t num_alloc_retries = 0;     // the CUDA allocator freed its cache and retried
   double wall_seconds = 0.0;
-  // What was live at the peak by tag (<oomguard/memory/alloc_site.h>), CPU only: the five
+  // What was live at the peak by tag (<oomguard/memory/alloc_site.h>), CPU and Meta: the five
   // largest tags, the rest; an allocation outside every tag under the operator that made it
   // ("untagged: aten::linear", "untagged: AddmmBackward0"), or "(untagged)" outside operators.
   std::vector<sim::TagBytes> live_at_peak;
   std::string oom;        // the out-of-memory message when the phase ran out, else ""
   std::string untracked;  // why the meter may have missed allocations, "" when it saw all
-  // On CPU with a card or capacity: the model's predictions, the first for OOMGUARD_CARD or
+  // On CPU or Meta with a card or capacity: the model's predictions, the first for OOMGUARD_CARD or
   // OOMGUARD_CAPACITY with OOMGUARD_ALLOC_CONF (it stops the phase where the card would run
   // out, and the budgets' cuda:<card> entry is checked against it), then OOMGUARD_PREDICT's.
   // Empty when nothing is predicted (no card, CUDA, OOMGUARD_ALLOCATOR_MODEL=none).
@@ -153,8 +154,8 @@ struct PhaseResult {
 // reset first; an out-of-memory error inside is caught, recorded in the result and reported
 // as a test failure naming the phase. The figures also go into the test's XML properties
 // ("oomguard.<name>.peak_allocated_bytes", ...) and its report in OOMGUARD_REPORT_DIR.
-// On CUDA, and on CPU with the allocator model (a card or capacity), a test's first measure()
-// starts from an emptied cache with both cuBLAS workspaces held, whatever ran before it.
+// On CUDA, and on CPU or Meta with the allocator model (a card or capacity), a test's first
+// measure() starts from an emptied cache with both cuBLAS workspaces held, whatever ran before it.
 PhaseResult measure(const std::string& name, const std::function<void()>& body);
 
 // measure() of a loop: runs `step(0)` .. `step(steps - 1)` as the phase `name` and records
@@ -268,9 +269,9 @@ class MemoryTest : public ::testing::Test {
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_peak_below, phase, limit)
 // The phase's peak is within its budget in the budgets file (OOMGUARD_BUDGETS); with
 // OOMGUARD_ACCEPT=1 the peak plus headroom is written there instead. The peak is the measured
-// one, under the key "cpu" or "cuda" (":<card>" where the file has one); on CPU with a card or
-// capacity, the predicted one, under "cuda:<card>" (or "cuda"), the key a CUDA run of the card
-// is checked against.
+// one, under the key "cpu", "cuda" or "meta" (":<card>" where the file has one); on CPU or Meta
+// with a card or capacity, the predicted one, under "cuda:<card>" (or "cuda"), the key a CUDA
+// run of the card is checked against.
 #define EXPECT_PHASE_WITHIN_BUDGET(phase) \
   EXPECT_PRED_FORMAT1(::oomguard::testing::phase_within_budget, phase)
 #define ASSERT_PHASE_WITHIN_BUDGET(phase) \
@@ -281,7 +282,7 @@ class MemoryTest : public ::testing::Test {
 #define ASSERT_PHASE_GROWTH_BELOW(phase, limit) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_growth_below, phase, limit)
 // The allocator never had to free its cache and retry (a near-OOM): measured on CUDA,
-// predicted for every card and setting on CPU.
+// predicted for every card and setting on CPU or Meta.
 #define EXPECT_PHASE_NO_NEAR_OOM(phase) \
   EXPECT_PRED_FORMAT1(::oomguard::testing::phase_no_near_oom, phase)
 #define ASSERT_PHASE_NO_NEAR_OOM(phase) \
@@ -294,24 +295,24 @@ class MemoryTest : public ::testing::Test {
   EXPECT_PRED_FORMAT2(::oomguard::testing::phase_no_step_growth, phase, tolerance)
 #define ASSERT_PHASE_NO_STEP_GROWTH(phase, tolerance) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_no_step_growth, phase, tolerance)
-// The peak reserved bytes are at most `limit`: measured on CUDA; on CPU, predicted for every
-// card and setting (it fails where nothing is predicted).
+// The peak reserved bytes are at most `limit`: measured on CUDA; on CPU or Meta, predicted for
+// every card and setting (it fails where nothing is predicted).
 #define EXPECT_PHASE_RESERVED_BELOW(phase, limit) \
   EXPECT_PRED_FORMAT2(::oomguard::testing::phase_reserved_below, phase, limit)
 #define ASSERT_PHASE_RESERVED_BELOW(phase, limit) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_reserved_below, phase, limit)
 // The phase fits its card with `margin` to spare ("10%" of the capacity, or a size "1GiB"):
 // no out-of-memory and peak reserved at most the capacity minus the margin; measured on CUDA
-// with an emulated card, predicted for every card and setting on CPU, one verdict each.
+// with an emulated card, predicted for every card and setting on CPU or Meta, one verdict each.
 #define EXPECT_PHASE_FITS_CARD(phase, margin) \
   EXPECT_PRED_FORMAT2(::oomguard::testing::phase_fits_card, phase, margin)
 #define ASSERT_PHASE_FITS_CARD(phase, margin) \
   ASSERT_PRED_FORMAT2(::oomguard::testing::phase_fits_card, phase, margin)
 // EXPECT_PHASE_FITS_CARD for every order of a measure_steps() phase's steps the layer searched
 // (Prediction::orders): fails naming the worst order found, its reserved peak and how to run
-// it; where no order was searched on CPU (OOMGUARD_ORDERS=0, steps that cannot be reordered),
-// it fails saying why. On CUDA, where the allocator model is not used, no orders are searched:
-// the steps ran in the order given and it asserts what EXPECT_PHASE_FITS_CARD does.
+// it; where no order was searched on CPU or Meta (OOMGUARD_ORDERS=0, steps that cannot be
+// reordered), it fails saying why. On CUDA, where the allocator model is not used, no orders are
+// searched: the steps ran in the order given and it asserts what EXPECT_PHASE_FITS_CARD does.
 #define EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER(phase, margin) \
   EXPECT_PRED_FORMAT2(::oomguard::testing::phase_fits_card_in_any_order, phase, margin)
 #define ASSERT_PHASE_FITS_CARD_IN_ANY_ORDER(phase, margin) \

@@ -25,15 +25,15 @@ struct MeterOptions {
   // The emulated card: the most the process may hold, 0 for no limit (Meter::set_capacity).
   int64_t capacity_bytes = 0;
   std::string card;  // the card profile the capacity came from, empty for none
-  // CPU only: a JSON Lines trace of every allocation (<oomguard/sim/trace.h>), empty for none.
+  // CPU or Meta: a JSON Lines trace of every allocation (<oomguard/sim/trace.h>), empty for none.
   std::string trace_path;
-  // CPU only: keep what is live by tag at each phase's peak (LiveByTag).
+  // CPU or Meta: keep what is live by tag at each phase's peak (LiveByTag).
   bool live_by_tag = true;
   // With live_by_tag: an allocation outside every AllocTag is filed under the operator (or
   // autograd node) running when it was made, "untagged: aten::linear", through a
   // RecordFunction callback on every operator; false: "(untagged)" (OOMGUARD_NAME_OPERATORS=0).
   bool name_operators = true;
-  // CPU only: feed the caching-allocator model of each target, so reserved memory and
+  // CPU or Meta: feed the caching-allocator model of each target, so reserved memory and
   // fragmentation are predicted and the first target's card fails as the CUDA allocator
   // would (ModelledMeter); empty for no model. The first target's capacity is capacity_bytes.
   std::vector<ModelTarget> model_targets;
@@ -43,14 +43,14 @@ struct MeterOptions {
   int64_t step_orders = 0;
 };
 
-// MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, cuda, or cuda:N in a
-// process started again seeing that device alone, as oomguard::gtest_main does), OOMGUARD_TRACE (a
-// trace file for the CPU meter: every allocation of the process, for oomguard replay),
-// OOMGUARD_CARD (a card profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a size such as
-// "12GiB"). On the CPU meter a card or capacity is predicted by the caching-allocator model
-// (OOMGUARD_ALLOCATOR_MODEL=cuda, the default; none holds the CPU bytes to the capacity
-// instead) with the settings in OOMGUARD_ALLOC_CONF and the rules in OOMGUARD_RULES (all,
-// none, or names: <oomguard/sim/gpu_rules.h>), and OOMGUARD_PREDICT adds more cards and
+// MeterOptions from the environment: OOMGUARD_DEVICE (auto, cpu, meta, cuda, or cuda:N in a
+// process started again seeing that device alone, as oomguard::gtest_main does), OOMGUARD_TRACE
+// (a trace file for the CPU or Meta meter: every allocation of the process, for oomguard
+// replay), OOMGUARD_CARD (a card profile, <oomguard/memory/cards.h>) or OOMGUARD_CAPACITY (a
+// size such as "12GiB"). On the CPU or Meta meter a card or capacity is predicted by the
+// caching-allocator model (OOMGUARD_ALLOCATOR_MODEL=cuda, the default; none holds the CPU bytes to
+// the capacity instead) with the settings in OOMGUARD_ALLOC_CONF and the rules in OOMGUARD_RULES
+// (all, none, or names: <oomguard/sim/gpu_rules.h>), and OOMGUARD_PREDICT adds more cards and
 // settings to predict alongside: "CARD_OR_SIZE [SETTINGS]; ..." ("t4
 // expandable_segments:True; a100-80"), and OOMGUARD_ORDERS how many orders of a
 // measure_steps() phase's steps are searched (default 32 with the model, 0 for none). Throws
@@ -79,10 +79,12 @@ class MeterStack {
   TraceRecorder* recorder() { return recorder_.get(); }  // null without a trace
   // The process recorded step by step in memory (MeterOptions::step_orders), else null.
   TraceRecorder* step_recorder() { return steps_.get(); }
-  CudaMeter* cuda() { return cuda_.get(); }              // null on CPU
+  CudaMeter* cuda() { return cuda_.get(); }              // null on CPU and Meta
   ModelledMeter* modelled() { return modelled_.get(); }  // null without the model
   // Why the figures may miss allocations, empty when the meter sees them all: on CPU, the
-  // tracking allocator is no longer LibTorch's CPU allocator (something replaced it).
+  // tracking allocator is no longer LibTorch's CPU allocator; on Meta, oomguard's Meta
+  // allocator is no longer LibTorch's Meta allocator (something replaced it with a higher
+  // priority). Always empty on CUDA.
   std::string coverage_gap() const;
 
  private:

@@ -30,8 +30,9 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // The Meta device's, installed with c10::SetAllocator(Meta) on first use: every storage
   // LibTorch makes on the Meta device (a tensor with sizes and no data) is counted, observed
   // and held to the capacity as the CPU's are, with no memory behind it (a 64-byte header of
-  // bookkeeping each). A storage that resize_ grows on Meta comes here too
-  // (<oomguard/meta/kernels.h>).
+  // bookkeeping each). Once meta::use_meta_device() has registered oomguard's Meta resize_
+  // (<oomguard/meta/meta_device.h>), a storage that resize_ grows on Meta comes here too;
+  // LibTorch's own Meta resize_ only records the new byte count.
   static TrackingAllocator& meta();
 
   c10::DataPtr allocate(size_t nbytes) override;

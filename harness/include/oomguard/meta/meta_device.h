@@ -5,31 +5,43 @@
 // from its shapes alone.
 //
 // What pure LibTorch lacks on Meta (PyTorch's Python fills it from
-// torch/_meta_registrations.py, which a C++ program never loads) oomguard registers
-// (harness/meta/, one file per family): layer norm forward and backward, index_select (so
-// embedding) and embedding's backward, where, multinomial, relu, the fused AdamW step, a
-// resize_ that counts the storage it grows, the reads of a value (_local_scalar_dense: item(),
-// a stand-in, see below), the CPU's flash attention and scaled_dot_product_attention choosing
-// the kernel the CPU would, convolution (transposed too), batch norm and log-sigmoid with
-// their backwards. Each is checked against LibTorch's CPU kernel: the same output sizes,
-// dtypes, strides and storage bytes, and the same aliasing (tests/meta/kernels_test.cpp).
+// torch/_meta_registrations.py, which a C++ program never loads), or does there otherwise than
+// the CPU (resize_, _fused_sdp_choice, scaled_dot_product_attention: use_meta_device()),
+// oomguard registers (harness/meta/, one file per family): native_layer_norm and its backward;
+// index_select (so embedding), embedding_dense_backward, where.self and where.self_out;
+// _local_scalar_dense (item(): a stand-in, see below), relu and relu_, multinomial, resize_ (a
+// storage it grows is counted), _fused_adamw_ and _fused_adamw_.tensor_lr (the fused AdamW step);
+// convolution (transposed too) and convolution_backward, native_batch_norm and its backward,
+// log_sigmoid_forward and log_sigmoid_backward; _fused_sdp_choice (the CPU's choice),
+// _scaled_dot_product_flash_attention_for_cpu and its backward, and, at the AutogradMeta key,
+// scaled_dot_product_attention calling the kernel the CPU would. Each is checked against
+// LibTorch's CPU kernel: the same output sizes, dtypes, strides and storage bytes, and the
+// same aliasing (tests/meta/kernels_test.cpp).
 //
 // Values do not exist on Meta. A read of one (item(), a loss logged, clip_grad_norm_'s total)
-// gets the stand-in 0 (false, 0, 0.0) of its dtype, so a loop that logs its loss runs; a stand-in
-// used as a size gives a wrong figure, which C++ cannot stop. An operator whose output's shape
-// depends on values (nonzero, masked_select, unique), or one without a Meta kernel, throws:
-// refused_operator() names it, and a run ends there saying to run on CPU instead.
+// gets the stand-in 0 (false, 0, 0.0) of its dtype, so a loop that logs its loss runs; a
+// stand-in used as a size gives a wrong figure, which C++ cannot stop. An operator whose
+// output's shape depends on values (nonzero, masked_select, unique), or one without a Meta
+// kernel, throws: refused_operator() names it, and a run ends there saying to run on CPU
+// instead.
 #include <exception>
 #include <string>
 
 namespace oomguard::meta {
 
 // Installs the Meta allocator (memory::TrackingAllocator::meta()) and registers oomguard's Meta
-// kernels; once per process, later calls do nothing. Every Meta tensor made after it is counted.
+// kernels; once per process, later calls do nothing. Every Meta tensor made after it is
+// counted. A MeterStack on the Meta device calls it, so `oomguard run --device meta` and the
+// GoogleTest layer under OOMGUARD_DEVICE=meta need nothing more; only a program that uses Meta
+// tensors without them calls it itself. For the whole process it replaces LibTorch's Meta
+// allocator, LibTorch's Meta resize_ and _fused_sdp_choice (after it, _fused_sdp_choice on
+// Meta answers what the CPU would choose), and scaled_dot_product_attention on Meta tensors
+// (AutogradMeta), which then calls the CPU's choice of kernel instead of the math path.
 void use_meta_device();
 
 // Ends the work at hand: `op` ("aten::eq") would decide it from values, which the Meta device
-// does not have (`why` says what); refused_operator() names `op`.
+// does not have (`why` says what). Throws c10::NotImplementedError whose message names `op`
+// and says data-dependent, which refused_operator() recognises.
 [[noreturn]] void refuse_values(const std::string& op, const std::string& why);
 
 // The operator a LibTorch error says has no Meta kernel or cannot run without values

@@ -3,7 +3,10 @@
 // take none (their parameters are made on the CPU, and LibTorch's Module::to(kMeta) fails), so
 // a model on the Meta device could not exist without building it on the CPU first. The same
 // parameters (names, shapes, order), the same initialisation and the same operators as
-// torch::nn's; TinyGPT is built of them, and a model of your own can be:
+// torch::nn's default options; every parameter is fp32. On Meta the initialisers draw nothing
+// (LibTorch's Meta uniform_ and normal_ leave the generator as it was), so the CPU's random
+// draws after a model built there differ from those after the same model built on the CPU.
+// TinyGPT is built of them, and a model of your own can be:
 //   oomguard::models::Linear fc(1024, 4096, oomguard::testing::device());  // Meta under
 //                                                                           // OOMGUARD_DEVICE=meta
 #include <cstdint>
@@ -14,7 +17,8 @@
 
 namespace oomguard::models {
 
-// torch::nn::Linear: weight [out, in] (Kaiming uniform), bias [out] (uniform).
+// torch::nn::Linear with its default bias=true (always: there is no option without one):
+// weight [out, in] (Kaiming uniform), bias [out] (uniform).
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in, int64_t out, c10::Device device);
