@@ -43,6 +43,7 @@
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/meta/meta_device.h>
