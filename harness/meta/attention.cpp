@@ -1,5 +1,6 @@
 // Meta kernels of scaled-dot-product attention (harness/meta/kernels.h).
 #include "harness/meta/kernels.h"
+#include "harness/meta/sdp_backend.h"
 
 #include <optional>
 #include <tuple>
@@ -7,7 +8,6 @@
 #include <limits>
 
 #include <ATen/OpMathType.h>
-#include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/_scaled_dot_product_attention_math.h>
@@ -128,7 +128,7 @@ at::Tensor scaled_dot_product_attention(
   const int64_t choice =
       fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   const std::optional<at::Tensor> mask = additive_mask(attn_mask, query);
-  if (choice == static_cast<int64_t>(at::SDPBackend::flash_attention))
+  if (choice == static_cast<int64_t>(SdpBackend::flash_attention))
     return std::get<0>(at::_scaled_dot_product_flash_attention_for_cpu(
         query, key, value, dropout_p, is_causal, mask, scale));
   return std::get<0>(at::_scaled_dot_product_attention_math(

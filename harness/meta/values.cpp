@@ -33,17 +33,19 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return c10::Scalar(0.0);
 }
 
-// LibTorch's multinomial: [rows, n] (or [n] of a vector) of int64, contiguous.
-at::Tensor multinomial(
-    const at::Tensor& self,
-    c10::SymInt num_samples,
-    bool /*replacement*/,
-    std::optional<at::Generator> /*generator*/) {
+// LibTorch's multinomial: [rows, n] (or [n] of a vector) of int64, contiguous. Boxed: its
+// num_samples is an int in LibTorch 2.5 and a SymInt later, and a boxed kernel takes either.
+void multinomial(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t arguments = op.schema().arguments().size();
+  const at::Tensor self = torch::jit::peek(*stack, 0, arguments).toTensor();
+  const c10::IValue& samples = torch::jit::peek(*stack, 1, arguments);
+  const int64_t n =
+      samples.isInt() ? samples.toInt() : samples.toSymInt().guard_int(__FILE__, __LINE__);
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim, got ", self.dim());
-  const int64_t n = num_samples.guard_int(__FILE__, __LINE__);
-  if (self.dim() == 1)
-    return at::empty({n}, self.options().dtype(at::kLong));
-  return at::empty({self.size(0), n}, self.options().dtype(at::kLong));
+  at::Tensor out = self.dim() == 1 ? at::empty({n}, self.options().dtype(at::kLong))
+                                   : at::empty({self.size(0), n}, self.options().dtype(at::kLong));
+  torch::jit::drop(*stack, arguments);
+  torch::jit::push(*stack, std::move(out));
 }
 
 // resize_: the new sizes (and strides for `format`); a storage that must grow gets a new
@@ -95,7 +97,7 @@ void register_values(torch::Library& aten) {
   aten.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   aten.impl("relu", TORCH_FN(relu));
   aten.impl("relu_", TORCH_FN(relu_));
-  aten.impl("multinomial", TORCH_FN(multinomial));
+  aten.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial>());
   aten.impl("resize_", TORCH_FN(resize));
   aten.impl("_fused_adamw_", torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());
   aten.impl("_fused_adamw_.tensor_lr", torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());

@@ -8,7 +8,6 @@
 #include <tuple>
 #include <vector>
 
-#include <ATen/SDPBackend.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -47,6 +46,7 @@
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/meta/meta_device.h>
+#include "harness/meta/sdp_backend.h"
 
 namespace oomguard::meta {
 namespace {
@@ -221,10 +221,10 @@ TEST_F(MetaKernels, TheKernelChoiceIsTheCpus) {
   const std::vector<at::Tensor> qkv = attention_inputs(Layout::kContiguous);
   EXPECT_EQ(
       at::_fused_sdp_choice(qkv[0], qkv[1], qkv[2], std::nullopt, 0.0, true),
-      static_cast<int64_t>(at::SDPBackend::flash_attention));
+      static_cast<int64_t>(SdpBackend::flash_attention));
   EXPECT_EQ(
       at::_fused_sdp_choice(qkv[0], qkv[1], qkv[2], std::nullopt, 0.1, false),
-      static_cast<int64_t>(at::SDPBackend::math));
+      static_cast<int64_t>(SdpBackend::math));
 }
 
 TEST_F(MetaKernels, TheCpusFlashAttentionAndItsBackwardAsOnTheCpu) {
