@@ -5,8 +5,7 @@
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/layer_norm.h>
-#include <ATen/ops/addmm.h>
-#include <ATen/ops/matmul.h>
+#include <torch/nn/functional/linear.h>
 #include <torch/nn/init.h>
 
 namespace oomguard::models {
@@ -28,14 +27,10 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, c10::Device device)
   torch::nn::init::uniform_(bias, -bound, bound);
 }
 
-// As torch::nn::Linear computes it (not at::linear, whose allocations differ): a 2-D input
+// What torch::nn::Linear calls (not at::linear, whose allocations differ): a 2-D input
 // through one addmm with the bias, any other through matmul and the bias added in place.
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  if (x.dim() == 2)
-    return at::addmm(bias, x, weight.t());
-  at::Tensor y = x.matmul(weight.t());
-  y += bias;
-  return y;
+  return torch::nn::functional::linear(x, weight, bias);
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t rows, int64_t dim, c10::Device device)

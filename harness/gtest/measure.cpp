@@ -290,9 +290,7 @@ void ready_device(memory::MeterStack& stack) {
   if (!g_workspaces_taken)
     take_cublas_workspaces(stack);
   g_workspaces_taken = g_device_ready = true;
-  stack.meter().release_cache();
-  if (memory::TraceRecorder* steps = stack.step_recorder())
-    steps->on_empty_cache();  // so the replays of its orders start from the same pool
+  stack.release_cache();
 }
 
 // Note [the orders of a measure_steps() phase]
@@ -302,15 +300,6 @@ void ready_device(memory::MeterStack& stack) {
 // (sim::search_step_orders: the first step keeps its place, what a step leaves for the next is
 // freed by the step now after it). The replay of the order run is the figure the model gave
 // the phase live, apart from the sdpa_attention rule's bytes, which replays leave out.
-// The reserved peak of the last run of `site_phase` in `r`.
-int64_t last_reserved(const sim::ReplayResult& r, const char* site_phase) {
-  int64_t bytes = 0;
-  for (const auto& p : r.phases)
-    if (p.name == site_phase)
-      bytes = p.peak_reserved_bytes;
-  return bytes;
-}
-
 // The orders of the phase just measured for target `target`, `recorded` the process so far
 // (null without OOMGUARD_ORDERS), `ran` the order its steps ran in.
 StepOrders search_orders(
@@ -352,8 +341,8 @@ StepOrders search_orders(
     if (spread.name == site_phase)
       orders.lowest_reserved_bytes = spread.lowest_bytes;
   const sim::OrderFigures& worst = search.highest_of_phase.front();
-  orders.recorded_reserved_bytes = last_reserved(search.recorded.result, site_phase);
-  orders.highest_reserved_bytes = last_reserved(worst.result, site_phase);
+  orders.recorded_reserved_bytes = sim::last_run_reserved(search.recorded.result, site_phase);
+  orders.highest_reserved_bytes = sim::last_run_reserved(worst.result, site_phase);
   for (const size_t place : worst.order.front())  // a place of the order run: its step
     orders.highest_order.push_back(ran.at(place));
   if (worst.result.oom)

@@ -280,6 +280,12 @@ void MeterStack::remove_observers() {
     tracker_.remove_observer(steps_.get());
 }
 
+void MeterStack::release_cache() {
+  meter_->release_cache();
+  if (steps_ != nullptr)
+    steps_->on_empty_cache();
+}
+
 std::string MeterStack::coverage_gap() const {
   if (device_ == "cuda")
     return "";  // the caching allocator counts from the process's first CUDA allocation

@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -62,11 +63,11 @@ const at::Tensor& resize(
     impl->empty_tensor_restride(*format);
   if (impl->numel() == 0)
     return self;
-  const int64_t itemsize = static_cast<int64_t>(self.dtype().itemsize());
-  int64_t extent = 1;  // the elements the storage must hold past the offset
-  for (int64_t d = 0; d < self.dim(); ++d)
-    extent += (self.size(d) - 1) * self.stride(d);
-  const int64_t needed = (self.storage_offset() + extent) * itemsize;
+  const auto needed = static_cast<int64_t>(at::detail::computeStorageNbytes(
+      self.sizes(),
+      self.strides(),
+      self.dtype().itemsize(),
+      static_cast<size_t>(self.storage_offset())));
   const c10::Storage& storage = impl->unsafe_storage();
   if (needed > static_cast<int64_t>(storage.nbytes())) {
     c10::DataPtr grown = memory::TrackingAllocator::meta().allocate(static_cast<size_t>(needed));

@@ -386,6 +386,14 @@ Trace reorder_steps(
   return reorder(recorded, layout(recorded, phases), order);
 }
 
+int64_t last_run_reserved(const ReplayResult& r, const std::string& phase) {
+  int64_t bytes = 0;
+  for (const auto& p : r.phases)
+    if (p.name == phase)
+      bytes = p.peak_reserved_bytes;
+  return bytes;
+}
+
 namespace {
 
 // What the search climbs: an OOM above every figure, else the reserved peak of `phase`, or
@@ -394,12 +402,11 @@ namespace {
 int64_t pressure(const ReplayResult& r, const std::string& phase = "") {
   if (r.oom)
     return INT64_MAX;
+  if (!phase.empty())
+    return last_run_reserved(r, phase);
   int64_t sum = 0;
   for (const auto& p : r.phases)
-    if (phase.empty())
-      sum += p.peak_reserved_bytes;
-    else if (p.name == phase)
-      sum = p.peak_reserved_bytes;
+    sum += p.peak_reserved_bytes;
   return sum;
 }
 

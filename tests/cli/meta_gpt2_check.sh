@@ -3,7 +3,7 @@
 # sequence 512, batch 8, no checkpointing; 2 train steps, 1 evaluation batch, 8 new tokens)
 # predicted for a T4 on the Meta device and on the CPU path (--allocator-model cuda) gives the
 # same prediction per phase, within gpu-sanity's tolerances (1% + 1 MiB), the same outcome and
-# retries (same_prediction.py). The CPU run takes about a minute and 5.3 GB here; BM_MetaRun
+# retries (same_prediction.py). The CPU run takes about 45 s and 5.5 GB here; BM_MetaRun
 # measures the time and memory of both.
 set -euo pipefail
 cli=$1

@@ -316,8 +316,6 @@ TEST_F(Prediction, TheStepsOfAPhaseAreSearchedInOtherOrders) {
     EXPECT_GT(o.orders_tried, 3) << "steps of different sizes: orders beyond the sorted ones";
     EXPECT_EQ(o.recorded_reserved_bytes, p.peak_reserved_bytes)
         << "the order run, replayed, is what the model predicted as it ran";
-    EXPECT_LE(o.lowest_reserved_bytes, o.recorded_reserved_bytes);
-    EXPECT_GE(o.highest_reserved_bytes, o.recorded_reserved_bytes);
     ASSERT_EQ(o.highest_order.size(), given.empty() ? size_t{kBatches} : given.size());
     EXPECT_EQ(o.highest_order.front(), given.empty() ? 0 : given.front())
         << "the first step keeps its place";

@@ -72,6 +72,9 @@ class MeterStack {
 
   // The meter phases are measured with: CUDA stats, the model, or the CPU tracker.
   Meter& meter() { return *meter_; }
+  // The meter's release_cache(), and the step recording told of it, so the replays of a
+  // phase's orders start from the pool the run had.
+  void release_cache();
   const std::string& device() const { return device_; }  // "cpu", "cuda" or "meta"
   const MeterOptions& options() const { return options_; }
   TrackingAllocator& tracker() { return tracker_; }

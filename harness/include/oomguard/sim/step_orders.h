@@ -93,4 +93,8 @@ Trace reorder_steps(
 // The recorded order of the steps of `phases` (0, 1, ... each); throws as reorder_steps.
 StepOrder recorded_order(const Trace& recorded, const std::vector<StepPhase>& phases);
 
+// The reserved peak of the last run of `phase` in `r` (a phase's figures are its last run's);
+// 0 when it did not run.
+int64_t last_run_reserved(const ReplayResult& r, const std::string& phase);
+
 }  // namespace oomguard::sim
