@@ -2,12 +2,18 @@
 // The run as an application step, apart from the command line: check what was asked
 // (resolve_run), then run it with its meters and observers and write what it was asked to
 // write (execute_run). Progress goes to the log; nothing is printed to stdout here.
+// run.cpp holds these two; the run's parts are units of their own beside it: the device
+// (run_device.h), a CUDA run's allocator settings (run_alloc_conf.h), the snapshot of a CPU run
+// (run_snapshot.h), the worst case (run_worst_case.h), and what the run logs and writes
+// (run_outputs.h).
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/app/run_alloc_conf.h"
+#include "harness/app/run_snapshot.h"
 #include "harness/app/worst_case.h"
 #include "harness/run/config.h"
 #include "harness/memory/start_again.h"
@@ -43,15 +49,6 @@ struct RunRequest {
   char** argv = nullptr;
 };
 
-// The allocator settings the environment gives this LibTorch (PYTORCH_CUDA_ALLOC_CONF, from
-// 2.9 also PYTORCH_ALLOC_CONF): the first of its variables that is set, and whether every one
-// of them is.
-struct EnvAllocConf {
-  const char* variable = nullptr;  // null: none set
-  std::string value;
-  bool all_set = true;
-};
-
 // A request checked and completed: everything the run needs, nothing left to refuse.
 struct ResolvedRun {
   run::RunConfig config;
@@ -65,10 +62,9 @@ struct ResolvedRun {
   // --allocator-model cuda: the card (or capacity) and settings (memory.alloc_conf) the model
   // predicts, with its rules (cuBLAS workspaces).
   std::optional<memory::ModelTarget> model;
-  // --snapshot on CPU: the settings its replay uses (memory.alloc_conf), and the cuBLAS
-  // workspaces it adds at the trace's gemm events (--rules).
-  std::optional<sim::AllocatorSettings> snapshot_settings;
-  sim::CublasWorkspace snapshot_workspace;
+  // --snapshot on CPU: what its replay of the run's trace takes (run_snapshot.h): the settings
+  // of memory.alloc_conf, the cuBLAS workspaces it adds at the trace's gemm events (--rules).
+  std::optional<SnapshotReplay> snapshot;
   // --worst-case: the plan (whose orders and steps `config` now takes) and what it rests on.
   struct WorstCase {
     WorstCasePlan plan;
