@@ -27,6 +27,17 @@ function(oomguard_add_gtest name)
   set_property(GLOBAL PROPERTY OOMGUARD_GTEST_LABEL_${name} ${arg_LABEL})
 endfunction()
 
+# oomguard_add_slow_test(NAME name LABEL label COMMAND command [args...])
+# A test that is slow by nature (a consumer project built, a bound proved over many seeds or
+# sizes): it runs where the environment says OOMGUARD_SLOW=1 (the README's test command,
+# ci/run-tests.sh, and the CI workflows) and is skipped elsewhere, so plain `ctest` and
+# `ctest --preset cpu` stay fast without losing it. Labelled slow beside its own label.
+function(oomguard_add_slow_test)
+  cmake_parse_arguments(arg "" "NAME;LABEL" "COMMAND" ${ARGN})
+  add_test(NAME ${arg_NAME} COMMAND ${PROJECT_SOURCE_DIR}/tests/support/slow.sh ${arg_COMMAND})
+  set_tests_properties(${arg_NAME} PROPERTIES LABELS "${arg_LABEL};slow" SKIP_RETURN_CODE 77)
+endfunction()
+
 # The checkers of ci/install-tools.sh (check-jsonschema, junitparser, lizard): the CLI tests
 # validate every report, summary and JUnit file they make with them
 # (tests/cli/check_outputs.py); lizard measures the functions' lengths.

@@ -10,6 +10,10 @@ cli=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # A smaller run than the default, with more long samples, so that seeds differ within seconds.
+# The seeds: a bound is proved by the seeds that come closest to it, so each set below is the
+# fewest that hold the highest peak per phase of a wider sweep (measured 2026-12-07 on this
+# config; the sweep's figures beside each set). A seed below them proves nothing more, and the
+# capacity check is 1 MiB above the same highest peak as over the whole sweep.
 small=(--set train.steps=6 --set evaluate.batches=4 --set data.samples=96
   --set data.max_length=64 --set model.max_seq_len=512 --set data.long_tail_fraction=0.1
   --set generate.max_new_tokens=16 --set run.threads=2)
@@ -55,8 +59,11 @@ PY
 for guards in guarded unguarded; do
   off=()
   [ $guards = unguarded ] && off=(--disable-guard all)
-  seeds=(0 1 2)
-  [ $guards = unguarded ] && seeds=(0 1 2 3 4 5 6 7)
+  # Guarded, every seed peaks the same (the guards' point): two show it. Unguarded, of seeds
+  # 0-7 seed 2 peaked highest in train (140,453,304 B) and seed 4 in evaluate and generate
+  # (367,567,248 and 16,891,160 B).
+  seeds=(0 1)
+  [ $guards = unguarded ] && seeds=(2 4)
   runs "$guards" "${seeds[@]}" -- "${small[@]}" "${off[@]}"
   rc=0
   "$cli" run --worst-case --seed 5 "${small[@]}" "${off[@]}" --report "$dir/worst-$guards.json" \
@@ -71,7 +78,9 @@ done
 # names as the highest, run as a plain run, gives that reserved peak in every phase to the byte
 # (replays apply the cuBLAS workspace rule, not the attention rule: the runs here neither).
 t4=(--card t4 --allocator-model cuda --rules cublas_workspace)
-runs t4 0 1 2 3 4 5 -- "${small[@]}" --disable-guard all "${t4[@]}"
+# Of seeds 0-5, seed 5 reserved the most in train (218,103,808 B) and seed 4 in evaluate and
+# generate (423,624,704 B).
+runs t4 4 5 -- "${small[@]}" --disable-guard all "${t4[@]}"
 "$cli" run --worst-case --seed 5 "${small[@]}" --disable-guard all "${t4[@]}" --orders 48 \
   --report "$dir/worst-t4.json" >"$dir/worst-t4.txt" 2>&1 || true
 grep -q '^reserved over 48 orders of the steps' "$dir/worst-t4.txt" ||
@@ -96,7 +105,7 @@ for path in glob.glob(f"{d}/t4-[0-9].json"):
         if p["peak_reserved_bytes"] > reported[p["name"]]:
             sys.exit(f"FAIL: {path} {p['name']} reserved {p['peak_reserved_bytes']} B, above the "
                      f"worst case's searched {reported[p['name']]} B")
-print(f"ok: t4: 6 seeds' reserved within the searched {reported}; the highest order, run, "
+print(f"ok: t4: seeds 4 and 5 reserved within the searched {reported}; the highest order, run, "
       f"reserves what the search replayed")
 PY
 
@@ -149,7 +158,9 @@ open(f"{d}/tail.txt", "w").write("\n".join(lines) + "\n")
 open(f"{d}/longest.txt", "w").write("\n".join(["y" * 350] * len(lines)) + "\n")
 PY
 file_run=("${small[@]}" --disable-guard all --set data.long_tail_fraction=0.03)
-runs tail 0 1 2 3 4 5 -- "${file_run[@]}" --set "data.file=$dir/tail.txt"
+# Every seed trains and generates the same on this file; of seeds 0-5 seed 4's evaluation
+# peaked highest (354,994,128 B), and seed 0 is another order of the same file.
+runs tail 0 4 -- "${file_run[@]}" --set "data.file=$dir/tail.txt"
 runs longest 0 -- "${file_run[@]}" --set "data.file=$dir/longest.txt"
 "$cli" run --worst-case "${file_run[@]}" --set "data.file=$dir/tail.txt" \
   --report "$dir/worst-tail.json" >/dev/null 2>&1 || true
