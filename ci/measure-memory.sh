@@ -9,7 +9,7 @@
 #   OUT_DIR/run.txt           its output
 #   OUT_DIR/tests/            the reports (oomguard.report/1) of the GoogleTest memory tests,
 #                             `ctest -L memory` with OOMGUARD_REPORT_DIR, OOMGUARD_CARD=t4,
-#                             OOMGUARD_SEED=0 (only tests measured through oomguard's
+#                             OOMGUARD_SEED=0, OOMGUARD_SLOW=1 (only tests measured through oomguard's
 #                             GoogleTest layer write one)
 #   OUT_DIR/ctest.txt, OUT_DIR/ctest-junit.xml   ctest's output
 # The caller's OOMGUARD_* and allocator variables are cleared first, so both commits are
@@ -56,7 +56,8 @@ esac
 echo "measure-memory: ctest -L memory in $build -> $out/tests/"
 jobs=$(nproc 2>/dev/null || echo 2)
 rc=0
-OOMGUARD_REPORT_DIR=$out/tests OOMGUARD_CARD=t4 OOMGUARD_SEED=0 \
+# OOMGUARD_SLOW=1: the memory tests slow by nature are measured too.
+OOMGUARD_REPORT_DIR=$out/tests OOMGUARD_CARD=t4 OOMGUARD_SEED=0 OOMGUARD_SLOW=1 \
   ctest --test-dir "$build" -L memory --output-on-failure -j "$jobs" \
   --output-junit "$out/ctest-junit.xml" 2>&1 | tee "$out/ctest.txt" || rc=$?
 if [ "$rc" != 0 ]; then

@@ -15,6 +15,11 @@ void SeedingFixture::SetUp() {
   at::set_num_threads(2);
 }
 
+bool slow_tests_on() {
+  const char* slow = std::getenv("OOMGUARD_SLOW");
+  return slow != nullptr && std::string(slow) == "1";
+}
+
 void TrackedFixture::SetUp() {
   SeedingFixture::SetUp();
   meter().set_capacity(0);

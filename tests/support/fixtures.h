@@ -30,6 +30,13 @@ models::TinyGPTConfig small_model_config();
 // A config small enough for unit tests, built from the default with overrides.
 run::RunConfig small_config(const nlohmann::json& extra = nlohmann::json::object());
 
+// Whether the tests slow by nature run (OOMGUARD_SLOW=1, as ci/run-tests.sh sets it;
+// tests/support/slow.sh): such a test skips itself otherwise, saying so.
+bool slow_tests_on();
+#define OOMGUARD_SKIP_UNLESS_SLOW()          \
+  if (!::oomguard::testing::slow_tests_on()) \
+  GTEST_SKIP() << "slow test, skipped: OOMGUARD_SLOW=1 runs it (ci/run-tests.sh sets it)"
+
 // The guards named in $OOMGUARD_DISABLE_GUARD (comma-separated, or "all") switched off in
 // `doc`, so the fixture can be repeated with a bug put back in.
 void disable_guards_from_env(nlohmann::json& doc);
