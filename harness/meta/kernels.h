@@ -21,5 +21,9 @@ void register_convolution(torch::Library& aten);
 // and backward, and (in `autograd`, the AutogradMeta key's) scaled_dot_product_attention
 // calling the kernel the CPU would.
 void register_attention(torch::Library& aten, torch::Library& autograd);
+// _has_compatible_shallow_copy_type answering that a dense tensor (CPU, CUDA) and a Meta one
+// may share a TensorImpl, so Module::to(kMeta) moves a module's parameters and buffers (in
+// `aten`, the Meta key's, and `autograd`, the AutogradMeta key's).
+void register_moves(torch::Library& aten, torch::Library& autograd);
 
 }  // namespace oomguard::meta

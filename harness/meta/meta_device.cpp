@@ -46,6 +46,7 @@ void use_meta_device() {
     g_autograd_meta_kernels = new torch::Library(
         torch::Library::IMPL, "aten", c10::DispatchKey::AutogradMeta, __FILE__, __LINE__);
     register_attention(*g_meta_kernels, *g_autograd_meta_kernels);
+    register_moves(*g_meta_kernels, *g_autograd_meta_kernels);
   });
 }
 

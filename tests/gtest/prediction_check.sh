@@ -28,7 +28,7 @@ mkdir "$tmp/t4"
 OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
   OOMGUARD_REPORT_DIR="$tmp/t4" "$binary" > "$tmp/t4.txt" 2>&1 ||
   { cat "$tmp/t4.txt"; fail "the prediction tests failed on t4"; }
-grep -q "PASSED.*9 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 9 tests ran"; }
+grep -q "PASSED.*10 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 10 tests ran"; }
 grep -F "[ oomguard ] $train train: peak " "$tmp/t4.txt" ||
   { cat "$tmp/t4.txt"; fail "no figures printed for the train phase"; }
 "$here/../cli/check_outputs.sh" "$tmp"/t4/*.json
@@ -188,13 +188,16 @@ echo "ok: EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER fails naming the worst order, or s
 schema_rejects "$tmp/t4/$orders.json" "o['highest_order'] = []" "del o['recorded_reserved_bytes']" \
   "o['searched'] = False"
 
-# The Meta device: a model made on device() predicted from its shapes alone, as on the CPU.
-shapes=Prediction.AModelMadeOnTheDeviceIsPredictedFromItsShapes
+# The Meta device: a model made on device(), and one of torch::nn modules moved there with
+# to(device()), each predicted from its shapes alone as on the CPU.
+made=Prediction.AModelMadeOnTheDeviceIsPredictedFromItsShapes
+moved=Prediction.AModelMovedToTheDeviceIsPredictedFromItsShapes
 mkdir "$tmp/meta" "$tmp/cpu"
 for where in cpu meta; do
   OOMGUARD_DEVICE=$where OOMGUARD_CARD=t4 OOMGUARD_REPORT_DIR="$tmp/$where" "$binary" \
-    --gtest_filter="$shapes" > "$tmp/$where.txt" 2>&1 || { cat "$tmp/$where.txt"; fail "$shapes on $where"; }
+    --gtest_filter="$made:$moved" > "$tmp/$where.txt" 2>&1 || { cat "$tmp/$where.txt"; fail "$made:$moved on $where"; }
 done
+for shapes in "$made" "$moved"; do
 "$here/../cli/check_outputs.sh" "$tmp/meta/$shapes.json" > /dev/null
 python3 - "$tmp/cpu/$shapes.json" "$tmp/meta/$shapes.json" <<'PY'
 import json, sys
@@ -206,10 +209,11 @@ a, b = cpu["phases"][0]["predictions"][0], meta["phases"][0]["predictions"][0]
 for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
     assert abs(a[key] - b[key]) <= 0.01 * a[key] + 2**20, (key, "cpu", a[key], "meta", b[key])
 assert a["num_alloc_retries"] == b["num_alloc_retries"], (a, b)
-print(f"ok: OOMGUARD_DEVICE=meta predicts what the CPU does: t4 allocated {b['peak_allocated_bytes']} B "
-      f"(CPU {a['peak_allocated_bytes']} B), reserved {b['peak_reserved_bytes']} B "
-      f"(CPU {a['peak_reserved_bytes']} B)")
+print(f"ok: {sys.argv[1].split('/')[-1]}: OOMGUARD_DEVICE=meta predicts what the CPU does: t4 "
+      f"allocated {b['peak_allocated_bytes']} B (CPU {a['peak_allocated_bytes']} B), reserved "
+      f"{b['peak_reserved_bytes']} B (CPU {a['peak_reserved_bytes']} B)")
 PY
+done
 
 # The workspace rule switched off: the prediction loses its two workspaces.
 mkdir "$tmp/none"

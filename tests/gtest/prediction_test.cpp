@@ -352,6 +352,30 @@ TEST_F(Prediction, AModelMadeOnTheDeviceIsPredictedFromItsShapes) {
   EXPECT_TRUE(phase.predictions.front().fits()) << phase.predictions.front().oom;
 }
 
+// A model of torch::nn modules made on the CPU and moved with to(device()), as a user's is:
+// under OOMGUARD_DEVICE=meta its parameters move to Meta in place, and prediction_check.sh
+// finds the same prediction as on the CPU.
+TEST_F(Prediction, AModelMovedToTheDeviceIsPredictedFromItsShapes) {
+  const c10::Device where = device();
+  torch::nn::Linear in(512, 2048), out(2048, 512);
+  in->to(where);
+  out->to(where);
+  torch::optim::Adam adam({in->weight, in->bias, out->weight, out->bias});
+  const PhaseResult phase = measure("train", [&] {
+    for (int step = 0; step < 2; ++step) {
+      memory::AllocTag tag("mlp");
+      const at::Tensor x = at::randn({256, 512}, at::TensorOptions().device(where));
+      out(at::relu(in(x))).pow(2).mean().backward();
+      adam.step();
+      adam.zero_grad();
+    }
+  });
+  ASSERT_FALSE(phase.predictions.empty());
+  EXPECT_EQ(in->weight.device(), where);
+  EXPECT_EQ(in->named_parameters()["weight"].device(), where);
+  EXPECT_TRUE(phase.predictions.front().fits()) << phase.predictions.front().oom;
+}
+
 // The helper that puts a user's samples worst-first: longest first, ties in their order.
 TEST(WorstFirst, LongestFirstTiesInTheirOrder) {
   EXPECT_EQ(worst_first(std::vector<int64_t>{3, 9, 1, 9, 4}), (std::vector<size_t>{1, 3, 4, 0, 2}));

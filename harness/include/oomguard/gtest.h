@@ -210,8 +210,8 @@ memory::MeterStack& meters();
 // Where tensors of a measured test belong: CUDA device 0 when the meter is CUDA (the device
 // OOMGUARD_DEVICE named), the Meta device under OOMGUARD_DEVICE=meta, else CPU. A model made
 // on the CPU (torch::nn's modules make their parameters there) moves with
-// model->to(device()) to CUDA; LibTorch cannot move one to Meta: make its parameters on
-// device() instead (<oomguard/models/layers.h>, or torch::empty(shape, device())).
+// model->to(device()) on every device, Meta included (<oomguard/meta/meta_device.h>); made on
+// the CPU first, it needs the CPU's memory for its parameters until it moves.
 c10::Device device();
 // The thread count MemoryTest sets: OOMGUARD_THREADS, default 2. Throws
 // std::invalid_argument naming the variable when it is not a whole number of 1 or more.

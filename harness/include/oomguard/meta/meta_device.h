@@ -14,9 +14,13 @@
 // convolution (transposed too) and convolution_backward, native_batch_norm and its backward,
 // log_sigmoid_forward and log_sigmoid_backward; _fused_sdp_choice (the CPU's choice),
 // _scaled_dot_product_flash_attention_for_cpu and its backward, and, at the AutogradMeta key,
-// scaled_dot_product_attention calling the kernel the CPU would. Each is checked against
-// LibTorch's CPU kernel: the same output sizes, dtypes, strides and storage bytes, and the
-// same aliasing (tests/meta/kernels_test.cpp).
+// scaled_dot_product_attention calling the kernel the CPU would; and
+// _has_compatible_shallow_copy_type, so that Module::to(kMeta) moves a torch::nn module (or one
+// of a user's own) to Meta: every parameter and buffer, in place, the handles kept, the CPU
+// storage released, gradients left where they were (harness/meta/moves.cpp,
+// tests/meta/moves_test.cpp). Each kernel is checked against LibTorch's CPU kernel: the same
+// output sizes, dtypes, strides and storage bytes, and the same aliasing
+// (tests/meta/kernels_test.cpp).
 //
 // Values do not exist on Meta. A read of one (item(), a loss logged, clip_grad_norm_'s total)
 // gets the stand-in 0 (false, 0, 0.0) of its dtype, so a loop that logs its loss runs; a
