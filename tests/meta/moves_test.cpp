@@ -7,7 +7,6 @@
 
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
-#include <c10/util/intrusive_ptr.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
@@ -41,8 +40,7 @@ class MetaMoves : public ::testing::Test {
 TEST_F(MetaMoves, ToMetaMovesEveryParameterAndBufferKeepingTheHandles) {
   Net net;
   const at::Tensor member = net->fc->weight;  // a handle taken before the move
-  const c10::weak_intrusive_ptr<c10::StorageImpl> cpu_storage(
-      net->fc->weight.storage().getWeakStorageImpl());
+  const at::Storage cpu_storage = net->fc->weight.storage();
   net->fc->weight.mutable_grad() = at::ones({3, 4});
 
   net->to(at::kMeta);
@@ -58,7 +56,7 @@ TEST_F(MetaMoves, ToMetaMovesEveryParameterAndBufferKeepingTheHandles) {
   EXPECT_EQ(
       member.unsafeGetTensorImpl(), net->named_parameters()["fc.weight"].unsafeGetTensorImpl());
   EXPECT_EQ(member.sizes(), (std::vector<int64_t>{3, 4}));
-  EXPECT_TRUE(cpu_storage.expired()) << "the CPU storage is released";
+  EXPECT_EQ(cpu_storage.use_count(), 1u) << "the module released the CPU storage: ours is its last";
   EXPECT_TRUE(net->fc->weight.grad().device().is_cpu()) << "to() leaves gradients alone";
 }
 
