@@ -329,14 +329,12 @@ TEST_F(Prediction, TheStepsOfAPhaseAreSearchedInOtherOrders) {
   }
 }
 
-// A model made on device(): under OOMGUARD_DEVICE=meta it exists as shapes alone, and the
-// layer predicts the card from them; prediction_check.sh runs this test on the CPU and on the
-// Meta device and finds the same prediction.
-TEST_F(Prediction, AModelMadeOnTheDeviceIsPredictedFromItsShapes) {
+// Two Adam steps of the MLP out(relu(in(x))) on device(), measured as the phase "train".
+template <typename Linear>
+PhaseResult train_mlp(Linear& in, Linear& out) {
   const c10::Device where = device();
-  models::Linear in(512, 2048, where), out(2048, 512, where);
   torch::optim::Adam adam({in->weight, in->bias, out->weight, out->bias});
-  const PhaseResult phase = measure("train", [&] {
+  return measure("train", [&] {
     for (int step = 0; step < 2; ++step) {
       memory::AllocTag tag("mlp");
       const at::Tensor x = at::randn({256, 512}, at::TensorOptions().device(where));
@@ -345,6 +343,15 @@ TEST_F(Prediction, AModelMadeOnTheDeviceIsPredictedFromItsShapes) {
       adam.zero_grad();
     }
   });
+}
+
+// A model made on device(): under OOMGUARD_DEVICE=meta it exists as shapes alone, and the
+// layer predicts the card from them; prediction_check.sh runs this test on the CPU and on the
+// Meta device and finds the same prediction.
+TEST_F(Prediction, AModelMadeOnTheDeviceIsPredictedFromItsShapes) {
+  const c10::Device where = device();
+  models::Linear in(512, 2048, where), out(2048, 512, where);
+  const PhaseResult phase = train_mlp(in, out);
   ASSERT_FALSE(phase.predictions.empty());
   const char* asked = env("OOMGUARD_DEVICE");
   EXPECT_EQ(phase.meter, asked != nullptr && std::string(asked) == "meta" ? "meta" : "cpu");
@@ -360,16 +367,7 @@ TEST_F(Prediction, AModelMovedToTheDeviceIsPredictedFromItsShapes) {
   torch::nn::Linear in(512, 2048), out(2048, 512);
   in->to(where);
   out->to(where);
-  torch::optim::Adam adam({in->weight, in->bias, out->weight, out->bias});
-  const PhaseResult phase = measure("train", [&] {
-    for (int step = 0; step < 2; ++step) {
-      memory::AllocTag tag("mlp");
-      const at::Tensor x = at::randn({256, 512}, at::TensorOptions().device(where));
-      out(at::relu(in(x))).pow(2).mean().backward();
-      adam.step();
-      adam.zero_grad();
-    }
-  });
+  const PhaseResult phase = train_mlp(in, out);
   ASSERT_FALSE(phase.predictions.empty());
   EXPECT_EQ(in->weight.device(), where);
   EXPECT_EQ(in->named_parameters()["weight"].device(), where);
