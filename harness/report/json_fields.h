@@ -10,6 +10,11 @@
 
 namespace oomguard::report {
 
+// A text field of a report: the string, or null where it is empty.
+inline nlohmann::json or_null(const std::string& v) {
+  return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
+
 class Fields {
  public:
   explicit Fields(std::string source) : source_(std::move(source)) {}

@@ -9,10 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-json or_null(const std::string& v) {
-  return v.empty() ? json(nullptr) : json(v);
-}
-
 json figures_json(const ReplayFigures& f) {
   return {
       {"card", or_null(f.card)},

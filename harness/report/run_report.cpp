@@ -7,10 +7,7 @@ namespace oomguard::report {
 namespace {
 
 using nlohmann::json;
-
-json or_null(const std::string& v) {
-  return v.empty() ? json(nullptr) : json(v);
-}
+using report::or_null;  // the text form, beside the bytes' form below
 
 json or_null(int64_t v) {
   return v < 0 ? json(nullptr) : json(v);

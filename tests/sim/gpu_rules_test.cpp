@@ -12,8 +12,8 @@
 namespace oomguard::sim {
 namespace {
 
-constexpr TorchVersion kTorch210{2, 10};
-constexpr TorchVersion kTorch215{2, 15};
+constexpr TorchVersion kLibTorch210{2, 10};
+constexpr TorchVersion kLibTorch215{2, 15};
 
 TEST(CublasWorkspace, SumsTheConfigAsLibTorchDoesAndRefusesWhatItCannotParse) {
   EXPECT_EQ(parse_cublas_workspace_config(":4096:2:16:8"), 8519680);  // the pre-Hopper default
@@ -30,31 +30,31 @@ TEST(CublasWorkspace, SumsTheConfigAsLibTorchDoesAndRefusesWhatItCannotParse) {
 }
 
 TEST(CublasWorkspace, DefaultsPerArchitectureAndVersion) {
-  EXPECT_EQ(cublas_workspace(75, kTorch215, "", 1).bytes(), 8519680);  // T4
-  EXPECT_EQ(cublas_workspace(80, kTorch215, "", 1).bytes(), 8519680);  // A100
-  EXPECT_EQ(cublas_workspace(86, kTorch215, "", 1).bytes(), 8519680);
-  EXPECT_EQ(cublas_workspace(90, kTorch215, "", 1).bytes(), 32 << 20);  // H100, H200
-  EXPECT_EQ(cublas_workspace(90, kTorch210, "", 1).bytes(), 32 << 20);
+  EXPECT_EQ(cublas_workspace(75, kLibTorch215, "", 1).bytes(), 8519680);  // T4
+  EXPECT_EQ(cublas_workspace(80, kLibTorch215, "", 1).bytes(), 8519680);  // A100
+  EXPECT_EQ(cublas_workspace(86, kLibTorch215, "", 1).bytes(), 8519680);
+  EXPECT_EQ(cublas_workspace(90, kLibTorch215, "", 1).bytes(), 32 << 20);  // H100, H200
+  EXPECT_EQ(cublas_workspace(90, kLibTorch210, "", 1).bytes(), 32 << 20);
   // Blackwell: the pre-Hopper size up to 2.10, Hopper's from 2.15.
-  EXPECT_EQ(cublas_workspace(100, kTorch210, "", 1).bytes(), 8519680);
-  EXPECT_EQ(cublas_workspace(100, kTorch215, "", 1).bytes(), 32 << 20);
+  EXPECT_EQ(cublas_workspace(100, kLibTorch210, "", 1).bytes(), 8519680);
+  EXPECT_EQ(cublas_workspace(100, kLibTorch215, "", 1).bytes(), 32 << 20);
 }
 
 TEST(CublasWorkspace, ATrainingStepHasTwoHandlesAndTheConfigWins) {
-  const CublasWorkspace t4 = cublas_workspace(75, kTorch215, "", kTrainingCublasHandles);
+  const CublasWorkspace t4 = cublas_workspace(75, kLibTorch215, "", kTrainingCublasHandles);
   EXPECT_EQ(t4.bytes(), 2 * 8519680);
   EXPECT_EQ(t4.describe(), "2 handles x 8,519,680 B (default for sm75)");
-  const CublasWorkspace set = cublas_workspace(90, kTorch215, ":4096:2:16:8", 2);
+  const CublasWorkspace set = cublas_workspace(90, kLibTorch215, ":4096:2:16:8", 2);
   EXPECT_EQ(set.bytes(), 2 * 8519680);
   EXPECT_EQ(set.describe(), "2 handles x 8,519,680 B (CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8)");
 }
 
 TEST(CublasWorkspace, AConfigGivesAnotherCardTheEmulatedOnesDefault) {
   for (const int sm : {75, 80, 90, 100}) {
-    const std::string config = cublas_workspace_config_for(sm, kTorch215);
+    const std::string config = cublas_workspace_config_for(sm, kLibTorch215);
     EXPECT_EQ(
-        cublas_workspace(90, kTorch215, config, 1).bytes(),
-        cublas_workspace(sm, kTorch215, "", 1).bytes())
+        cublas_workspace(90, kLibTorch215, config, 1).bytes(),
+        cublas_workspace(sm, kLibTorch215, "", 1).bytes())
         << "sm" << sm;
   }
 }
@@ -78,7 +78,7 @@ TEST(Attention, AT4TakesTheMemoryEfficientKernelForFp32AndFp16WithOrWithoutDropo
     for (const bool dropout : {false, true})
       for (const bool mask : {false, true}) {
         const AttentionPlan plan =
-            cuda_attention(encoder_call(dtype, dropout, mask), 75, kTorch215);
+            cuda_attention(encoder_call(dtype, dropout, mask), 75, kLibTorch215);
         EXPECT_EQ(plan.kernel, AttentionKernel::kMemEfficient) << plan.why;
         // Its log-sum-exp, [B, H, T rounded up to 32] in fp32, kept for backward.
         ASSERT_EQ(plan.saved.size(), 1u);
@@ -87,21 +87,21 @@ TEST(Attention, AT4TakesTheMemoryEfficientKernelForFp32AndFp16WithOrWithoutDropo
       }
   AttentionCall odd = encoder_call(AttentionDtype::kFloat, false);
   odd.query_length = 100;  // rounded to 128
-  EXPECT_EQ(cuda_attention(odd, 75, kTorch215).saved[0], 4 * 4 * 8 * 128);
+  EXPECT_EQ(cuda_attention(odd, 75, kLibTorch215).saved[0], 4 * 4 * 8 * 128);
   odd.needs_grad = false;  // no log-sum-exp without a gradient
-  EXPECT_TRUE(cuda_attention(odd, 75, kTorch215).saved.empty());
+  EXPECT_TRUE(cuda_attention(odd, 75, kLibTorch215).saved.empty());
 }
 
 TEST(Attention, Bf16OnAT4FallsBackToTheMathPathWhichKeepsTheWholeAttentionMatrix) {
   const int64_t n = 4 * 8 * 256 * 256, qk = 4 * 8 * 256 * 32;
   const AttentionPlan plain =
-      cuda_attention(encoder_call(AttentionDtype::kBFloat16, false), 75, kTorch215);
+      cuda_attention(encoder_call(AttentionDtype::kBFloat16, false), 75, kLibTorch215);
   EXPECT_EQ(plain.kernel, AttentionKernel::kMath) << plain.why;
   // Upcast to fp32 from LibTorch 2.5: q and k scaled, the softmax, and a fp32 copy of v.
   EXPECT_EQ(plain.saved, (std::vector<int64_t>{qk * 4, qk * 4, n * 4, qk * 4}));
   EXPECT_EQ(plain.transient, std::vector<int64_t>{n * 4});
   const AttentionPlan dropout =
-      cuda_attention(encoder_call(AttentionDtype::kBFloat16, true), 75, kTorch215);
+      cuda_attention(encoder_call(AttentionDtype::kBFloat16, true), 75, kLibTorch215);
   // With dropout also native_dropout's bool mask and the dropped weights.
   EXPECT_EQ(dropout.saved, (std::vector<int64_t>{qk * 4, qk * 4, n * 4, n, n * 4, qk * 4}));
   // Before 2.5 the math path ran in bf16.
@@ -112,22 +112,22 @@ TEST(Attention, Bf16OnAT4FallsBackToTheMathPathWhichKeepsTheWholeAttentionMatrix
 
 TEST(Attention, FlashNeedsAnAmpereOrLaterCardHalfPrecisionAndNoMask) {
   const AttentionPlan flash =
-      cuda_attention(encoder_call(AttentionDtype::kHalf, true), 80, kTorch215);
+      cuda_attention(encoder_call(AttentionDtype::kHalf, true), 80, kLibTorch215);
   EXPECT_EQ(flash.kernel, AttentionKernel::kFlash) << flash.why;
   EXPECT_EQ(flash.saved, std::vector<int64_t>{4 * 4 * 8 * 256});  // [B, H, T] fp32
   EXPECT_EQ(
-      cuda_attention(encoder_call(AttentionDtype::kBFloat16, false), 90, kTorch215).kernel,
+      cuda_attention(encoder_call(AttentionDtype::kBFloat16, false), 90, kLibTorch215).kernel,
       AttentionKernel::kFlash);
   // fp32, or a mask, or a head dim not a multiple of 8: the memory-efficient kernel.
   EXPECT_EQ(
-      cuda_attention(encoder_call(AttentionDtype::kFloat, false), 90, kTorch215).kernel,
+      cuda_attention(encoder_call(AttentionDtype::kFloat, false), 90, kLibTorch215).kernel,
       AttentionKernel::kMemEfficient);
   EXPECT_EQ(
-      cuda_attention(encoder_call(AttentionDtype::kHalf, false, true), 80, kTorch215).kernel,
+      cuda_attention(encoder_call(AttentionDtype::kHalf, false, true), 80, kLibTorch215).kernel,
       AttentionKernel::kMemEfficient);
   AttentionCall odd = encoder_call(AttentionDtype::kHalf, false);
   odd.head_dim = odd.value_dim = 20;
-  EXPECT_EQ(cuda_attention(odd, 80, kTorch215).kernel, AttentionKernel::kMath);
+  EXPECT_EQ(cuda_attention(odd, 80, kLibTorch215).kernel, AttentionKernel::kMath);
 }
 
 TEST(GpuRulesSwitch, AllNoneOrNamesAndUnknownNamesAreRefused) {

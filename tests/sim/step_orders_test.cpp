@@ -17,9 +17,9 @@ namespace {
 constexpr int64_t kMiB = 1 << 20;
 
 // A run as TraceRecorder records it in memory: phases, and each event's step.
-class Recording {
+class OrderRecording {
  public:
-  Recording() { trace_.tags.emplace_back(); }
+  OrderRecording() { trace_.tags.emplace_back(); }
   void phase(const std::string& name) {
     phase_ = static_cast<int32_t>(trace_.phases.size());
     trace_.phases.push_back(name);
@@ -50,7 +50,7 @@ class Recording {
 // step frees (the last one's the epilogue); step 0 also makes the optimizer's state, kept.
 // Evaluate: each batch keeps `kept[s]` MiB to the phase's end.
 Trace run(const std::vector<int64_t>& act, const std::vector<int64_t>& kept) {
-  Recording r;
+  OrderRecording r;
   r.phase("setup");
   r.alloc(4 * kMiB, -1);  // parameters
   r.phase("train");
@@ -148,7 +148,7 @@ TEST(StepOrders, AStepRunsTwiceWithFreshSlotsUnlessItKeepsOrFreesOlderThings) {
 }
 
 TEST(StepOrders, AStepFreeingWhatAnOlderStepMadeIsRefusedSayingWhy) {
-  Recording r;
+  OrderRecording r;
   r.phase("train");
   const int32_t a = r.alloc(kMiB, 0);
   r.alloc(kMiB, 1);
@@ -223,7 +223,7 @@ TEST(StepOrders, OnePhaseIsSearchedBySizesItsStepsAllocate) {
 // optimizer kept past the loop): the last step leaves its share past the phase, and what is
 // freed after the phase is the step now last's.
 TEST(StepOrders, WhatTheLastStepLeavesPastThePhaseIsTheStepNowLasts) {
-  Recording r;
+  OrderRecording r;
   r.phase("train");
   const std::vector<int64_t> grads = {1, 2, 3};  // each step's gradient, MiB
   int32_t grad = -1;
