@@ -28,7 +28,7 @@ mkdir "$tmp/t4"
 OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
   OOMGUARD_REPORT_DIR="$tmp/t4" "$binary" > "$tmp/t4.txt" 2>&1 ||
   { cat "$tmp/t4.txt"; fail "the prediction tests failed on t4"; }
-grep -q "PASSED.*10 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 10 tests ran"; }
+grep -q "PASSED.*11 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 11 tests ran"; }
 grep -F "[ oomguard ] $train train: peak " "$tmp/t4.txt" ||
   { cat "$tmp/t4.txt"; fail "no figures printed for the train phase"; }
 "$here/../cli/check_outputs.sh" "$tmp"/t4/*.json
@@ -188,16 +188,19 @@ echo "ok: EXPECT_PHASE_FITS_CARD_IN_ANY_ORDER fails naming the worst order, or s
 schema_rejects "$tmp/t4/$orders.json" "o['highest_order'] = []" "del o['recorded_reserved_bytes']" \
   "o['searched'] = False"
 
-# The Meta device: a model made on device(), and one of torch::nn modules moved there with
-# to(device()), each predicted from its shapes alone as on the CPU.
+# The Meta device: a model made on device(), one of torch::nn modules moved there with
+# to(device()), and one made with make_on_device() (on Meta under MakeOnMeta), each predicted
+# from its shapes alone as on the CPU.
 made=Prediction.AModelMadeOnTheDeviceIsPredictedFromItsShapes
 moved=Prediction.AModelMovedToTheDeviceIsPredictedFromItsShapes
+made_for=Prediction.AModelMadeWithMakeOnDeviceIsPredictedFromItsShapes
 mkdir "$tmp/meta" "$tmp/cpu"
 for where in cpu meta; do
   OOMGUARD_DEVICE=$where OOMGUARD_CARD=t4 OOMGUARD_REPORT_DIR="$tmp/$where" "$binary" \
-    --gtest_filter="$made:$moved" > "$tmp/$where.txt" 2>&1 || { cat "$tmp/$where.txt"; fail "$made:$moved on $where"; }
+    --gtest_filter="$made:$moved:$made_for" > "$tmp/$where.txt" 2>&1 ||
+    { cat "$tmp/$where.txt"; fail "$made:$moved:$made_for on $where"; }
 done
-for shapes in "$made" "$moved"; do
+for shapes in "$made" "$moved" "$made_for"; do
 "$here/../cli/check_outputs.sh" "$tmp/meta/$shapes.json" > /dev/null
 python3 - "$tmp/cpu/$shapes.json" "$tmp/meta/$shapes.json" <<'PY'
 import json, sys

@@ -26,6 +26,7 @@
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
+#include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/models/layers.h>
 #include <oomguard/sim/gpu_rules.h>
 
@@ -371,6 +372,22 @@ TEST_F(Prediction, AModelMovedToTheDeviceIsPredictedFromItsShapes) {
   ASSERT_FALSE(phase.predictions.empty());
   EXPECT_EQ(in->weight.device(), where);
   EXPECT_EQ(in->named_parameters()["weight"].device(), where);
+  EXPECT_TRUE(phase.predictions.front().fits()) << phase.predictions.front().oom;
+}
+
+// The same model made with make_on_device(): under OOMGUARD_DEVICE=meta made on Meta from the
+// start (meta::MakeOnMeta), no parameter ever on the CPU; elsewhere made and moved.
+TEST_F(Prediction, AModelMadeWithMakeOnDeviceIsPredictedFromItsShapes) {
+  const int64_t cpu_before = memory::TrackingAllocator::instance().stats().allocated_bytes;
+  auto in = make_on_device([] { return torch::nn::Linear(512, 2048); });
+  auto out = make_on_device([] { return torch::nn::Linear(2048, 512); });
+  if (device().is_meta()) {
+    EXPECT_LT(memory::TrackingAllocator::instance().stats().allocated_bytes - cpu_before, 64 << 10)
+        << "the parameters were made on the CPU";
+  }
+  const PhaseResult phase = train_mlp(in, out);
+  ASSERT_FALSE(phase.predictions.empty());
+  EXPECT_EQ(in->weight.device(), device());
   EXPECT_TRUE(phase.predictions.front().fits()) << phase.predictions.front().oom;
 }
 

@@ -20,8 +20,8 @@
 //                          seeing the N-th visible device alone, device 0 to LibTorch and
 //                          device(); a main of your own sets CUDA_VISIBLE_DEVICES instead),
 //                          meta (shapes alone: device() is the Meta device, measure() counts
-//                          its storages and, with a card, predicts it from them; build the
-//                          model there, <oomguard/models/layers.h>)
+//                          its storages and, with a card, predicts it from them; make the
+//                          model with make_on_device(), or move it with to(device()))
 //   OOMGUARD_CARD          an emulated card: t4, a100-40, a100-80, h200
 //                          (<oomguard/memory/cards.h>)
 //   OOMGUARD_CAPACITY      or an emulated capacity ("12GiB")
@@ -73,6 +73,7 @@
 
 #include <oomguard/memory/meter_stack.h>
 #include <oomguard/memory/phase_scope.h>
+#include <oomguard/meta/meta_device.h>
 #include <oomguard/sim/gpu_rules.h>
 #include <oomguard/sim/replay.h>
 
@@ -213,6 +214,24 @@ memory::MeterStack& meters();
 // model->to(device()) on every device, Meta included (<oomguard/meta/meta_device.h>); made on
 // the CPU first, it needs the CPU's memory for its parameters until it moves.
 c10::Device device();
+// The model `make()` returns (a torch::nn ModuleHolder, or a std::shared_ptr to a Module) made
+// for device(), right on every device: under OOMGUARD_DEVICE=meta made within a
+// meta::MakeOnMeta, so that no parameter is ever made on the CPU and a model of any size is
+// made from its shapes; elsewhere made as usual; then moved with to(device()) on every device
+// (the CPU-made tensors a constructor fills from lists, torch::tensor({...}), move then).
+//     auto model = oomguard::testing::make_on_device([] { return Net(NetOptions(2048)); });
+template <class Make>
+auto make_on_device(Make&& make) {
+  auto model = [&] {
+    if (device().is_meta()) {
+      const meta::MakeOnMeta on_meta;
+      return make();
+    }
+    return make();
+  }();
+  model->to(device());
+  return model;
+}
 // The thread count MemoryTest sets: OOMGUARD_THREADS, default 2. Throws
 // std::invalid_argument naming the variable when it is not a whole number of 1 or more.
 int test_threads();

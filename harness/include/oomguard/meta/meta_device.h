@@ -48,6 +48,42 @@ void use_meta_device();
 // and says data-dependent, which refused_operator() recognises.
 [[noreturn]] void refuse_values(const std::string& op, const std::string& why);
 
+// Construction on the Meta device: while a MakeOnMeta lives, on its thread, a tensor factory
+// given no device (torch::empty, zeros, ones, randn, rand, full, arange, eye, scalar_tensor,
+// ..., as torch::nn's constructors call them) makes a Meta tensor, so a model is made with no
+// parameter ever on the CPU, at any size:
+//     auto model = [] { oomguard::meta::MakeOnMeta on_meta; return Net(options); }();
+// The GoogleTest layer's make_on_device() (<oomguard/gtest.h>) does this on Meta and makes the
+// model as before elsewhere. The guards nest; each must end on the thread that made it, the
+// innermost first. It calls use_meta_device().
+// - A factory given a device keeps it (TensorOptions().device(torch::kCPU) stays on the CPU).
+//   An operator on tensors is untouched, *_like factories too (their input's device).
+// - torch::nn::init runs as on any Meta tensor: the in-place initialisers (uniform_, normal_,
+//   kaiming_*, xavier_*, constant_, zeros_, ones_, eye_, dirac_) change nothing, and
+//   orthogonal_'s random matrix and its QR are made on Meta too. sparse_ is refused by
+//   randperm, naming it.
+// - torch::tensor: its scalar form (torch::tensor(3), BatchNorm's num_batches_tracked) goes
+//   through scalar_tensor with no device and is made on Meta; its list form
+//   (torch::tensor({1, 2, 3})) is filled on the CPU and stays there, until to(device) moves it.
+// - Every tensor made under the guard is counted as the card's, as the CPU path counts every
+//   CPU tensor, those a real run keeps on the CPU too: a tensor the model holds but not as a
+//   parameter or buffer is never moved to the card by to(device). TransformerEncoder and
+//   TransformerDecoder are the case in torch::nn: their options keep the layer they were
+//   given, a template the layers are cloned from, so one layer's parameters more are counted
+//   than a GPU run holds (on the CPU path too).
+// Implemented by a fallback at the dispatch key DeferredInit (harness/meta/make_on_meta.cpp),
+// torchdistx's key: a program that also loads torchdistx cannot use both.
+class MakeOnMeta {
+ public:
+  MakeOnMeta();
+  ~MakeOnMeta();
+  MakeOnMeta(const MakeOnMeta&) = delete;
+  MakeOnMeta& operator=(const MakeOnMeta&) = delete;
+
+ private:
+  bool was_included_ = false;  // the thread's DeferredInit key before this guard
+};
+
 // The operator a LibTorch error says has no Meta kernel or cannot run without values
 // ("aten::nonzero"), or "" when `error` is not such a refusal.
 std::string refused_operator(const std::exception& error);
