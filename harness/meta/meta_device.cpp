@@ -43,6 +43,9 @@ void use_meta_device() {
     register_indexing(*g_meta_kernels);
     register_values(*g_meta_kernels);
     register_convolution(*g_meta_kernels);
+    register_activations(*g_meta_kernels);
+    register_pooling(*g_meta_kernels);
+    register_losses(*g_meta_kernels);
     g_autograd_meta_kernels = new torch::Library(
         torch::Library::IMPL, "aten", c10::DispatchKey::AutogradMeta, __FILE__, __LINE__);
     register_attention(*g_meta_kernels, *g_autograd_meta_kernels);

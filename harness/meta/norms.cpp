@@ -4,7 +4,9 @@
 #include <array>
 #include <optional>
 #include <tuple>
+#include <vector>
 
+#include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -80,9 +82,63 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   return {std::move(dx), std::move(dgamma), std::move(dbeta)};
 }
 
+// LibTorch's native_group_norm (CPU): Y like the input in its suggested memory format, mean
+// and rstd of [N, group] in the parameters' dtype (float for a reduced-precision input with
+// float parameters, the input's otherwise). Registered at Meta, it replaces the
+// CompositeExplicitAutograd math_group_norm, which would reach var_mean.correction.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
+    const at::Tensor& input,
+    const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& /*bias*/,
+    c10::SymInt n,
+    c10::SymInt /*c*/,
+    c10::SymInt /*hxw*/,
+    int64_t group,
+    double /*eps*/) {
+  const bool mixed = (input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16) &&
+                     weight.has_value() && weight->defined() && weight->scalar_type() == at::kFloat;
+  const at::TensorOptions stats = input.options().dtype(mixed ? at::kFloat : input.scalar_type());
+  at::Tensor y = at::empty_like(input, input.suggest_memory_format());
+  const int64_t rows = n.guard_int(__FILE__, __LINE__);
+  at::Tensor mean = at::empty({rows, group}, stats);
+  at::Tensor rstd = at::empty({rows, group}, stats);
+  return {std::move(y), std::move(mean), std::move(rstd)};
+}
+
+// LibTorch's native_group_norm_backward (CPU): the gradients each output_mask asks for (the
+// input's in its suggested memory format, the parameters' contiguous), then the kernel's two
+// [N, C] buffers of the accumulation type for the while.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
+    const at::Tensor& /*grad_out*/,
+    const at::Tensor& input,
+    const at::Tensor& /*mean*/,
+    const at::Tensor& /*rstd*/,
+    const std::optional<at::Tensor>& weight,
+    c10::SymInt n,
+    c10::SymInt c,
+    c10::SymInt /*hxw*/,
+    int64_t /*group*/,
+    std::array<bool, 3> output_mask) {
+  const bool has_weight = weight.has_value() && weight->defined();
+  at::Tensor dx, dgamma, dbeta;
+  if (output_mask[0])
+    dx = at::empty_like(input, input.suggest_memory_format());
+  if (output_mask[1] && has_weight)
+    dgamma = at::empty_like(*weight, at::MemoryFormat::Contiguous);
+  if (output_mask[2] && has_weight)
+    dbeta = at::empty_like(*weight, at::MemoryFormat::Contiguous);
+  const at::TensorOptions acc = input.options().dtype(at::toOpMathType(input.scalar_type()));
+  const std::vector<int64_t> per_channel = {
+      n.guard_int(__FILE__, __LINE__), c.guard_int(__FILE__, __LINE__)};
+  const at::Tensor ds = at::empty(per_channel, acc), db = at::empty(per_channel, acc);
+  return {std::move(dx), std::move(dgamma), std::move(dbeta)};
+}
+
 }  // namespace
 
 void register_norms(torch::Library& aten) {
+  aten.impl("native_group_norm", TORCH_FN(native_group_norm));
+  aten.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
   aten.impl("native_layer_norm", TORCH_FN(native_layer_norm));
   aten.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
 }

@@ -92,9 +92,29 @@ void makes_nothing(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::drop(*stack, op.schema().arguments().size());
 }
 
+// equal, a value read that only picks a path (MultiheadAttention asks whether query, key and
+// value are one tensor, to project them with one product): true for the same tensor (one
+// storage, offset, sizes and strides, as LibTorch's own fast path finds), false for any other
+// pair, whose values are not there to compare (two copies of the same values are equal on the
+// CPU).
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices");
+  TORCH_CHECK(
+      self.dtype() == other.dtype(),
+      "Expected object of scalar type ",
+      self.dtype(),
+      " but got ",
+      other.dtype(),
+      " for argument 'other'");
+  return self.is_same_size(other) && self.is_alias_of(other) &&
+         self.storage_offset() == other.storage_offset() && self.strides() == other.strides() &&
+         self.is_neg() == other.is_neg() && self.is_conj() == other.is_conj();
+}
+
 }  // namespace
 
 void register_values(torch::Library& aten) {
+  aten.impl("equal", TORCH_FN(equal));
   aten.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   aten.impl("relu", TORCH_FN(relu));
   aten.impl("relu_", TORCH_FN(relu_));

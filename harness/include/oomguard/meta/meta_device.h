@@ -7,20 +7,23 @@
 // What pure LibTorch lacks on Meta (PyTorch's Python fills it from
 // torch/_meta_registrations.py, which a C++ program never loads), or does there otherwise than
 // the CPU (resize_, _fused_sdp_choice, scaled_dot_product_attention: use_meta_device()),
-// oomguard registers (harness/meta/, one file per family): native_layer_norm and its backward;
-// index_select (so embedding), embedding_dense_backward, where.self and where.self_out;
-// _local_scalar_dense (item(): a stand-in, see below), relu and relu_, multinomial, resize_ (a
-// storage it grows is counted), _fused_adamw_ and _fused_adamw_.tensor_lr (the fused AdamW step);
-// convolution (transposed too) and convolution_backward, native_batch_norm and its backward,
-// log_sigmoid_forward and log_sigmoid_backward; _fused_sdp_choice (the CPU's choice),
-// _scaled_dot_product_flash_attention_for_cpu and its backward, and, at the AutogradMeta key,
-// scaled_dot_product_attention calling the kernel the CPU would; and
-// _has_compatible_shallow_copy_type, so that Module::to(kMeta) moves a torch::nn module (or one
-// of a user's own) to Meta: every parameter and buffer, in place, the handles kept, the CPU
-// storage released, gradients left where they were (harness/meta/moves.cpp,
-// tests/meta/moves_test.cpp). Each kernel is checked against LibTorch's CPU kernel: the same
-// output sizes, dtypes, strides and storage bytes, and the same aliasing
-// (tests/meta/kernels_test.cpp).
+// oomguard registers (harness/meta/, one file per family, harness/meta/kernels.h lists them):
+// the norms (layer, group, batch), embedding and embedding bags, convolutions, attention, the
+// activations, poolings, paddings, fold and unfold, and losses that torch::nn's modules need,
+// the fused AdamW step, item()'s stand-in (below), and _has_compatible_shallow_copy_type, so
+// that Module::to(kMeta) moves a torch::nn module (or one of a user's own) to Meta: every
+// parameter and buffer, in place, the handles kept, the CPU storage released, gradients left
+// where they were (harness/meta/moves.cpp, tests/meta/moves_test.cpp). Each kernel is checked
+// against LibTorch's CPU kernel: the same output sizes, dtypes, strides and storage bytes, and
+// the same aliasing (tests/meta/kernels_test.cpp, module_kernels_test.cpp). Every module of
+// torch::nn trains a step on Meta but two, each predicted as on the CPU:
+// harness/meta/modules.md, written by the test that runs them all.
+//
+// A value read that only picks a path answers from what Meta knows: equal() is true for the
+// same tensor alone (MultiheadAttention's one projection of query, key and value).
+// CTC's log_alpha is sized by the padded targets' width (an upper bound, exact when the
+// longest target fills it; concatenated targets are refused), and an embedding bag's max
+// backward takes every bag as non-empty.
 //
 // Values do not exist on Meta. A read of one (item(), a loss logged, clip_grad_norm_'s total)
 // gets the stand-in 0 (false, 0, 0.0) of its dtype, so a loop that logs its loss runs; a
