@@ -16,14 +16,18 @@
 namespace oomguard::bench {
 namespace {
 
-// The oomguard executable beside this benchmark's (build/<preset>/bin/).
-std::string cli_path() {
+// An executable beside this benchmark's (build/<preset>/bin/).
+std::string beside(const std::string& name) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0)
-    return "oomguard";
+    return name;
   std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "oomguard";
+  return path.substr(0, path.rfind('/') + 1) + name;
+}
+
+std::string cli_path() {
+  return beside("oomguard");
 }
 
 void BM_Run(benchmark::State& state) {
@@ -91,11 +95,16 @@ const Model kModels[] = {
       "generate.max_new_tokens=8"}},
 };
 
-// Runs `args` as a child process; its exit code (-1 when it did not exit) and largest
-// resident set.
-int run_child(const std::vector<std::string>& args, int64_t& max_rss_bytes) {
+// Runs `args` as a child process with `environment` ("NAME=value") added to this one's; its
+// exit code (-1 when it did not exit) and largest resident set.
+int run_child(
+    const std::vector<std::string>& args,
+    int64_t& max_rss_bytes,
+    const std::vector<std::string>& environment = {}) {
   const pid_t pid = fork();
   if (pid == 0) {
+    for (const std::string& e : environment)
+      putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv;
     for (const std::string& a : args)
       argv.push_back(const_cast<char*>(a.c_str()));
@@ -147,6 +156,25 @@ BENCHMARK(BM_MetaRun)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(1);
+
+// A torch::nn encoder of 1.34 billion parameters made on Meta under MakeOnMeta and trained
+// one AdamW step there, predicted for an A100-80 and a T4 (tests/meta/big_encoder_test.cpp):
+// the process's time, construction included, and its largest resident set.
+void BM_NnEncoderOnMeta(benchmark::State& state) {
+  const std::vector<std::string> args = {beside("oomguard_big_encoder_tests")};
+  const std::vector<std::string> environment = {
+      "OOMGUARD_DEVICE=meta", "OOMGUARD_CARD=a100-80", "OOMGUARD_PREDICT=t4", "OOMGUARD_SEED=1"};
+  int64_t max_rss = 0;
+  for (auto _ : state) {
+    const int rc = run_child(args, max_rss, environment);
+    if (rc != 0) {
+      state.SkipWithError(("exit " + std::to_string(rc)).c_str());
+      return;
+    }
+  }
+  state.counters["max_rss_bytes"] = static_cast<double>(max_rss);
+}
+BENCHMARK(BM_NnEncoderOnMeta)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
 }  // namespace oomguard::bench

@@ -15,6 +15,7 @@
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/full.h>
+#include <torch/nn/functional.h>  // before modules.h: LibTorch 2.5.1 needs it first
 #include <torch/nn/modules.h>
 
 namespace oomguard::meta::modules {
