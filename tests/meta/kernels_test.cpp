@@ -46,6 +46,7 @@
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/meta/meta_device.h>
+#include "tests/meta/on_meta.h"
 #include "harness/meta/sdp_backend.h"
 
 namespace oomguard::meta {
@@ -55,11 +56,6 @@ class MetaKernels : public ::testing::Test {
  protected:
   void SetUp() override { use_meta_device(); }
 };
-
-// The same tensor on the Meta device: sizes, strides and dtype, through the Meta allocator.
-at::Tensor on_meta(const at::Tensor& cpu) {
-  return at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(at::kMeta));
-}
 
 // `meta` is laid out as `cpu` is: sizes, strides, dtype, offset, storage bytes.
 void expect_like(const at::Tensor& meta, const at::Tensor& cpu, const std::string& what) {

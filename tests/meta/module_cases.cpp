@@ -842,6 +842,69 @@ void containers(std::vector<Case>& out) {
       "ModuleList_ParameterList_ParameterDict", f, [] { return HoldsParameters(); }, kFeatures));
 }
 
+// Models of several modules, each a step of a real network: a conv net with batch norm, a
+// transformer of TransformerEncoderLayers, and an LSTM language model.
+struct ConvNetImpl : nn::Module {
+  ConvNetImpl() {
+    features = register_module(
+        "features",
+        nn::Sequential(
+            nn::Conv2d(nn::Conv2dOptions(3, 16, 3).padding(1)),
+            nn::BatchNorm2d(16),
+            nn::ReLU(),
+            nn::MaxPool2d(2),
+            nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
+            nn::BatchNorm2d(32),
+            nn::ReLU(),
+            nn::AdaptiveAvgPool2d(1)));
+    classify = register_module("classify", nn::Linear(32, 10));
+  }
+  at::Tensor forward(const at::Tensor& x) { return classify(features->forward(x).flatten(1)); }
+  nn::Sequential features{nullptr};
+  nn::Linear classify{nullptr};
+};
+TORCH_MODULE(ConvNet);
+
+struct LstmLmImpl : nn::Module {
+  LstmLmImpl() {
+    embed = register_module("embed", nn::Embedding(1000, 64));
+    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(64, 128).num_layers(2)));
+    head = register_module("head", nn::Linear(128, 1000));
+  }
+  at::Tensor forward(const at::Tensor& ids) { return head(std::get<0>(lstm->forward(embed(ids)))); }
+  nn::Embedding embed{nullptr};
+  nn::LSTM lstm{nullptr};
+  nn::Linear head{nullptr};
+};
+TORCH_MODULE(LstmLm);
+
+void models(std::vector<Case>& out) {
+  const std::string f = "model";
+  out.push_back(unary_case("ConvNet_with_BatchNorm", f, [] { return ConvNet(); }, {16, 3, 32, 32}));
+  counts_more(out, kConvScratch);
+  out.push_back(unary_case(
+      "Transformer_of_TransformerEncoderLayers",
+      f,
+      [] {
+        return nn::TransformerEncoder(nn::TransformerEncoderOptions(
+            nn::TransformerEncoderLayerOptions(2 * kModel, 4).dim_feedforward(8 * kModel), 2));
+      },
+      {kL * 2, kN, 2 * kModel}));
+  counts_more(out, kTemplateLayer);
+  out.push_back(
+      {"LSTM_language_model",
+       f,
+       [](const D& d) {
+         LstmLm m;
+         m->to(d);
+         at::Tensor ids = indices(1000, {kL, kN}, d);
+         return Made{m.ptr(), {}, [m, ids]() mutable { return Tensors{m->forward(ids)}; }};
+       },
+       "",
+       ""});
+  counts_more(out, kRnnWorkspace);
+}
+
 }  // namespace
 
 const std::vector<Case>& cases() {
@@ -862,6 +925,7 @@ const std::vector<Case>& cases() {
     probability_losses(c);
     sequence_losses(c);
     containers(c);
+    models(c);
     return c;
   }();
   return all;

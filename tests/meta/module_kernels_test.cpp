@@ -62,17 +62,13 @@
 #include <ATen/core/Reduction.h>
 
 #include <oomguard/meta/meta_device.h>
+#include "tests/meta/on_meta.h"
 
 namespace oomguard::meta {
 namespace {
 
 using Tensors = std::vector<at::Tensor>;
 using Op = std::function<Tensors(const Tensors&)>;
-
-// The same tensor on the Meta device: sizes, strides and dtype.
-at::Tensor on_meta(const at::Tensor& cpu) {
-  return at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(at::kMeta));
-}
 
 // `op` on `inputs` and on their Meta twins: each output laid out as the CPU's.
 void expect_as_on_the_cpu(const std::string& what, const Tensors& inputs, const Op& op) {

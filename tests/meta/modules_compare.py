@@ -17,8 +17,10 @@ CARD = "t4"
 
 HEADER = """# torch::nn on the Meta device
 
-Every module of LibTorch's torch::nn (`torch/nn/modules/`), made on the CPU and moved with
-`to(device())`, trained a step (forward, backward) under `OOMGUARD_DEVICE=meta`. Written by
+Every module of LibTorch's torch::nn (`torch/nn/modules/`), and three models made of them (a
+conv net with batch norm, a transformer of `TransformerEncoderLayer`s, an LSTM language
+model), made on the CPU and moved with `to(device())`, trained a step (forward, backward)
+under `OOMGUARD_DEVICE=meta`. Written by
 the test `meta.every_torch_nn_module` (`tests/meta/modules_check.sh`, the cases in
 `tests/meta/module_cases.cpp`), which also holds each case that runs to the CPU path: the
 same output and gradient shapes, and the T4's predicted peaks, phase by phase, within
@@ -88,8 +90,8 @@ def table(rows):
     lines = [HEADER]
     for name, family, verdict, note in rows:
         shown = name.replace("_", " ", 1) if name.startswith(("Upsample_", "EmbeddingBag_")) else name
-        where = f"{family}/" if family == "container" else f"{family}.h"
-        lines.append(f"| {shown} | `{where}` | {verdict} | {note} |\n")
+        where = {"container": "`container/`", "model": "(a model of them)"}.get(family, f"`{family}.h`")
+        lines.append(f"| {shown} | {where} | {verdict} | {note} |\n")
     return "".join(lines)
 
 
