@@ -16,13 +16,6 @@
 namespace oomguard::meta {
 namespace {
 
-std::vector<int64_t> ints(c10::SymIntArrayRef values) {
-  std::vector<int64_t> out;
-  for (const c10::SymInt& v : values)
-    out.push_back(v.guard_int(__FILE__, __LINE__));
-  return out;
-}
-
 // The parameter of spatial dimension `d` (a single value applies to all).
 int64_t at_dim(const std::vector<int64_t>& values, size_t d, int64_t none) {
   if (values.empty())
@@ -87,11 +80,11 @@ at::Tensor convolution(
   const std::vector<int64_t> sizes = conv_output_sizes(
       input,
       weight,
-      ints(stride),
-      ints(padding),
-      ints(dilation),
+      concrete(stride),
+      concrete(padding),
+      concrete(dilation),
       transposed,
-      ints(output_padding),
+      concrete(output_padding),
       groups.guard_int(__FILE__, __LINE__));
   return at::empty(sizes, input.options().memory_format(conv_format(input, weight)));
 }
@@ -116,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   if (output_mask[1])
     grad_weight = at::empty_like(weight, format);
   if (output_mask[2] && bias_sizes.has_value())
-    grad_bias = at::empty(ints(*bias_sizes), weight.options());
+    grad_bias = at::empty(concrete(*bias_sizes), weight.options());
   return {std::move(grad_input), std::move(grad_weight), std::move(grad_bias)};
 }
 

@@ -144,6 +144,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_impl(
   return {output, offset2bag, bag_size, max_indices};
 }
 
+// _embedding_bag (the weight needs a gradient) and _embedding_bag_forward_only.
+template <bool kRequiresGrad>
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
     const at::Tensor& weight,
     const at::Tensor& indices,
@@ -155,21 +157,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
     bool include_last_offset,
     int64_t padding_idx) {
   return embedding_bag_impl(
-      weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx, true);
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
-    const at::Tensor& weight,
-    const at::Tensor& indices,
-    const at::Tensor& offsets,
-    bool /*scale_grad_by_freq*/,
-    int64_t mode,
-    bool /*sparse*/,
-    const std::optional<at::Tensor>& per_sample_weights,
-    bool include_last_offset,
-    int64_t padding_idx) {
-  return embedding_bag_impl(
-      weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx, false);
+      weight,
+      indices,
+      offsets,
+      mode,
+      per_sample_weights,
+      include_last_offset,
+      padding_idx,
+      kRequiresGrad);
 }
 
 // _embedding_bag_backward: offset2bag made again for the while where the forward's sum fast
@@ -268,8 +263,8 @@ at::Tensor embedding_bag_per_sample_weights_backward(
 }  // namespace
 
 void register_indexing(torch::Library& aten) {
-  aten.impl("_embedding_bag", TORCH_FN(embedding_bag));
-  aten.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
+  aten.impl("_embedding_bag", TORCH_FN(embedding_bag<true>));
+  aten.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag<false>));
   aten.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));
   aten.impl("_embedding_bag_dense_backward", TORCH_FN(embedding_bag_dense_backward));
   aten.impl(

@@ -2,18 +2,30 @@
 // oomguard's Meta kernels, by family; meta_device.cpp registers them all
 // (<oomguard/meta/meta_device.h>). Each output is made as LibTorch's CPU kernel makes it: the
 // same sizes, dtype, strides and storage bytes, new or aliasing as there.
+#include <cstdint>
+#include <vector>
+
+#include <c10/core/SymIntArrayRef.h>
 #include <torch/library.h>
 
 namespace oomguard::meta {
+
+// Sizes the dispatcher passes as SymInts, as the concrete integers they are on Meta.
+inline std::vector<int64_t> concrete(c10::SymIntArrayRef values) {
+  std::vector<int64_t> out;
+  for (const c10::SymInt& v : values)
+    out.push_back(v.guard_int(__FILE__, __LINE__));
+  return out;
+}
 
 // native_layer_norm, native_group_norm and their backwards.
 void register_norms(torch::Library& aten);
 // index_select (embedding's forward), embedding_dense_backward, where.self and its out=,
 // _embedding_bag (and _forward_only) with its backwards (dense, per-sample weights).
 void register_indexing(torch::Library& aten);
-// equal (true for the same tensor alone), _local_scalar_dense (the stand-in value), multinomial, relu and relu_ (clamp_min, as
-// LibTorch computes them), resize_ (the storage it grows comes from the Meta allocator),
-// _fused_adamw_ (in place: nothing new).
+// equal (true for the same tensor alone), _local_scalar_dense (the stand-in value), multinomial,
+// relu and relu_ (clamp_min, as LibTorch computes them), resize_ (the storage it grows comes from
+// the Meta allocator), _fused_adamw_ (in place: nothing new).
 void register_values(torch::Library& aten);
 // convolution (transposed too) and its backward, native_batch_norm and its backward,
 // log_sigmoid_forward and its backward (a DCGAN's generator and discriminator).

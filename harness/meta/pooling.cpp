@@ -18,13 +18,6 @@
 namespace oomguard::meta {
 namespace {
 
-std::vector<int64_t> ints(c10::SymIntArrayRef values) {
-  std::vector<int64_t> out;
-  for (const c10::SymInt& v : values)
-    out.push_back(v.guard_int(__FILE__, __LINE__));
-  return out;
-}
-
 // The input's sizes with the last `spatial` dimensions replaced by `last`.
 std::vector<int64_t> with_last(const at::Tensor& input, const std::vector<int64_t>& last) {
   std::vector<int64_t> sizes = input.sizes().vec();
@@ -81,7 +74,7 @@ at::Tensor col2im(
     at::IntArrayRef /*dilation*/,
     at::IntArrayRef /*padding*/,
     at::IntArrayRef /*stride*/) {
-  const std::vector<int64_t> out = ints(output_size);
+  const std::vector<int64_t> out = concrete(output_size);
   TORCH_CHECK(out.size() == 2 && kernel_size.size() == 2, "col2im: expected 2 values each");
   at::Tensor output = at::empty_like(self, at::MemoryFormat::Contiguous);
   const at::Tensor input = self.contiguous();
@@ -95,7 +88,7 @@ at::Tensor col2im(
 
 // reflection_pad2d_cpu: an output begun empty and resized to the padded sizes.
 at::Tensor reflection_pad2d(const at::Tensor& self, c10::SymIntArrayRef padding) {
-  const std::vector<int64_t> p = ints(padding);
+  const std::vector<int64_t> p = concrete(padding);
   TORCH_CHECK(p.size() == 4, "reflection_pad2d: padding must have 4 values");
   const at::Tensor input = self.contiguous();
   return resized_output(
@@ -114,7 +107,7 @@ at::Tensor pad_backward(
 
 // _adaptive_avg_pool2d and 3d: an output begun empty, resized to the output size.
 at::Tensor adaptive_avg_pool(const at::Tensor& self, c10::SymIntArrayRef output_size) {
-  return resized_output(self, with_last(self, ints(output_size)));
+  return resized_output(self, with_last(self, concrete(output_size)));
 }
 
 // Their backwards: the input's gradient begun empty, resized like the input.
@@ -198,7 +191,7 @@ at::Tensor max_unpool(
 
 at::Tensor max_unpool2d(
     const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size) {
-  return max_unpool(self, indices, ints(output_size));
+  return max_unpool(self, indices, concrete(output_size));
 }
 
 at::Tensor max_unpool3d(
@@ -207,7 +200,7 @@ at::Tensor max_unpool3d(
     c10::SymIntArrayRef output_size,
     at::IntArrayRef /*stride*/,
     at::IntArrayRef /*padding*/) {
-  return max_unpool(self, indices, ints(output_size));
+  return max_unpool(self, indices, concrete(output_size));
 }
 
 }  // namespace

@@ -42,6 +42,10 @@ if command -v ccache > /dev/null; then
   # OOMGUARD_BUILD.
   export CCACHE_BASEDIR=$source
 fi
+# OOMGUARD_BUILD's unity setting (the presets' is on) passed on: oomguard's files are compiled
+# in the same batches there, and the source builds find those objects in the cache too.
+unity=$(sed -n 's/^CMAKE_UNITY_BUILD:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null | head -n 1)
+[ -n "$unity" ] && launcher+=(-DCMAKE_UNITY_BUILD="$unity")
 
 case "$way" in
   find_package)
