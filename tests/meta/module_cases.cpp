@@ -813,21 +813,26 @@ void sequence_losses(std::vector<Case>& out) {
        "the rows of each cluster are a nonzero of a mask"});
 }
 
-// The containers: a Sequential, and parameters held in a ParameterList and a ParameterDict,
-// all moved with the module that registers them.
+// The containers: a Sequential; parameters and modules held in a ParameterList, a
+// ParameterDict, a ModuleList and a ModuleDict, all moved with the module that registers them;
+// a Functional.
 struct HoldsParametersImpl : nn::Module {
   HoldsParametersImpl() {
     list = register_module("list", nn::ParameterList(at::randn({kC * 4, kC * 4})));
     dict = register_module("dict", nn::ParameterDict());
     dict->insert("bias", at::randn({kC * 4}));
     blocks = register_module("blocks", nn::ModuleList(nn::Linear(kC * 4, kC * 4)));
+    named = register_module("named", nn::ModuleDict());
+    named->update({{"out", std::make_shared<nn::LinearImpl>(kC * 4, kC * 2)}});
   }
   at::Tensor forward(const at::Tensor& x) {
-    return blocks[0]->as<nn::Linear>()->forward(x.matmul(list[0]) + dict["bias"]);
+    const at::Tensor h = blocks[0]->as<nn::Linear>()->forward(x.matmul(list[0]) + dict["bias"]);
+    return named["out"]->as<nn::Linear>()->forward(h);
   }
   nn::ParameterList list{nullptr};
   nn::ParameterDict dict{nullptr};
   nn::ModuleList blocks{nullptr};
+  nn::ModuleDict named{nullptr};
 };
 TORCH_MODULE(HoldsParameters);
 
@@ -839,7 +844,12 @@ void containers(std::vector<Case>& out) {
       [] { return nn::Sequential(nn::Linear(kC * 4, kC * 8), nn::ReLU(), nn::Linear(kC * 8, kC)); },
       kFeatures));
   out.push_back(unary_case(
-      "ModuleList_ParameterList_ParameterDict", f, [] { return HoldsParameters(); }, kFeatures));
+      "ModuleList_ModuleDict_ParameterList_ParameterDict",
+      f,
+      [] { return HoldsParameters(); },
+      kFeatures));
+  out.push_back(unary_case(
+      "Functional", f, [] { return nn::Functional([](at::Tensor x) { return x.tanh(); }); }, k1d));
 }
 
 // Models of several modules, each a step of a real network: a conv net with batch norm, a
