@@ -16,8 +16,9 @@
 // where they were (harness/meta/moves.cpp, tests/meta/moves_test.cpp). Each kernel is checked
 // against LibTorch's CPU kernel: the same output sizes, dtypes, strides and storage bytes, and
 // the same aliasing (tests/meta/kernels_test.cpp, module_kernels_test.cpp). Every module of
-// torch::nn trains a step on Meta but two, each predicted as on the CPU:
-// harness/meta/modules.md, written by the test that runs them all.
+// torch::nn trains a step on Meta, predicted as on the CPU, but AdaptiveLogSoftmaxWithLoss (a
+// nonzero) and CTCLoss with concatenated targets: harness/meta/modules.md, written by the
+// test that runs them all.
 //
 // A value read that only picks a path answers from what Meta knows: equal() is true for the
 // same tensor alone (MultiheadAttention's one projection of query, key and value).
