@@ -1,5 +1,7 @@
 #include <oomguard/memory/meter_stack.h>
 
+#include <oomguard/amp/cuda_autocast.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -222,6 +224,9 @@ MeterStack::MeterStack(const MeterOptions& options)
   if (device_ == "cuda" && (!options.trace_path.empty() || !options.model_targets.empty()))
     throw std::invalid_argument(
         "a trace and the allocator model work on the CPU meter, and this stack is on CUDA");
+  // The CPU's or Meta's tensors stand for the card's: CUDA autocast casts them as the card's.
+  if (device_ != "cuda")
+    amp::emulate_cuda_autocast(device_ == "meta" ? c10::DeviceType::Meta : c10::DeviceType::CPU);
   // Observers the tracker holds must not outlive a stack that failed to build.
   try {
     // The recorder comes first: an allocation the model refuses is in the trace (with a free),

@@ -19,12 +19,15 @@ namespace {
 // 64-byte alignment.
 constexpr size_t kHeader = 64;
 struct Header {
-  int64_t bytes;
+  int64_t bytes;  // what its free takes off the count: 0 when allocated uncounted
   int64_t id;
+  int64_t size;  // the bytes asked for
 };
 // Larger requests cannot be counted in an int64_t nor carry a header: refused as an OOM.
 constexpr size_t kLargestRequest =
     static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kHeader;
+
+std::atomic<TrackingAllocator::BeforeAllocate> g_before_allocate{nullptr};
 
 void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
@@ -84,37 +87,68 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   if (!counting_.load(std::memory_order_relaxed)) {
     // The header says 0 bytes, so the free of this block changes no count either.
     void* base = c10::alloc_cpu(behind + kHeader);
-    const Header header{0, 0};
+    const Header header{0, 0, static_cast<int64_t>(nbytes)};
     std::memcpy(base, &header, sizeof(header));
     void* data = static_cast<char*>(base) + kHeader;
     return {data, data, raw_deleter(), device};
   }
+  if (BeforeAllocate hook = g_before_allocate.load(std::memory_order_relaxed))
+    hook();
   const auto n = static_cast<int64_t>(nbytes);
+  Header header{n, count(n), n};
+  void* base = nullptr;
+  try {
+    base = c10::alloc_cpu(behind + kHeader);
+  } catch (...) {
+    uncount(n, header.id);
+    throw;
+  }
+  std::memcpy(base, &header, sizeof(header));
+  void* data = static_cast<char*>(base) + kHeader;
+  // The context equals the data pointer: oneDNN's raw_allocate relies on it.
+  return {data, data, raw_deleter(), device};
+}
+
+int64_t TrackingAllocator::count(int64_t n) {
   const int64_t now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
   const int64_t cap = capacity_.load(std::memory_order_relaxed);
   if (cap > 0 && now > cap) {
     allocated_.fetch_sub(n, std::memory_order_relaxed);
     throw_oom(n, now - n);
   }
-  void* base = nullptr;
-  Header header{n, 0};
+  int64_t id = 0;
   try {
     if (n > 0 && observed_.load(std::memory_order_relaxed))
-      header.id = observe_alloc(n);
-    base = c10::alloc_cpu(behind + kHeader);
+      id = observe_alloc(n);
   } catch (...) {
     allocated_.fetch_sub(n, std::memory_order_relaxed);
-    if (header.id != 0)
-      observe_free(header.id);
     throw;
   }
   raise_peak(peak_, now);
   num_allocs_.fetch_add(1, std::memory_order_relaxed);
   total_allocated_.fetch_add(n, std::memory_order_relaxed);
+  return id;
+}
+
+void TrackingAllocator::uncount(int64_t n, int64_t id) {
+  allocated_.fetch_sub(n, std::memory_order_relaxed);
+  num_allocs_.fetch_sub(1, std::memory_order_relaxed);
+  total_allocated_.fetch_sub(n, std::memory_order_relaxed);
+  if (id != 0)
+    observe_free(id);
+}
+
+void TrackingAllocator::count_now(const c10::DataPtr& ptr) {
+  if (ptr.get_deleter() != raw_deleter() || ptr.get() == nullptr)
+    return;
+  char* base = static_cast<char*>(ptr.get()) - kHeader;
+  Header header{};
+  std::memcpy(&header, base, sizeof(header));
+  if (header.bytes != 0 || header.size == 0)
+    return;
+  header.bytes = header.size;
+  header.id = count(header.size);
   std::memcpy(base, &header, sizeof(header));
-  void* data = static_cast<char*>(base) + kHeader;
-  // The context equals the data pointer: oneDNN's raw_allocate relies on it.
-  return {data, data, raw_deleter(), device};
 }
 
 int64_t TrackingAllocator::allocation_id(const c10::DataPtr& ptr) {
@@ -124,6 +158,10 @@ int64_t TrackingAllocator::allocation_id(const c10::DataPtr& ptr) {
   Header header{};
   std::memcpy(&header, static_cast<const char*>(ptr.get()) - kHeader, sizeof(header));
   return header.id;
+}
+
+void TrackingAllocator::set_before_allocate(BeforeAllocate hook) {
+  g_before_allocate.store(hook);
 }
 
 void TrackingAllocator::release_cpu(void* ptr) {

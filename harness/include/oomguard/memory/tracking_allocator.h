@@ -51,6 +51,12 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // Off: allocations go straight to c10's CPU allocator, uncounted and unchecked, as without
   // oomguard (what the meter costs is measured against this).
   void set_counting(bool on) { counting_.store(on); }
+  // Counts from now on a block this instance handed out while counting was off, as if it were
+  // allocated now (observed, held to the capacity: may throw c10::OutOfMemoryError); a block
+  // already counted, or another allocator's, is left as it is. What a kernel returns is
+  // counted this way when its scratch is not the card's: the kernel runs uncounted, then its
+  // outputs are counted.
+  void count_now(const c10::DataPtr& ptr);
   // Every byte ever handed out, freed or not: what allocation churn costs (CUDA's
   // allocated_bytes.all.allocated).
   int64_t total_allocated_bytes() const { return total_allocated_.load(); }
@@ -63,13 +69,21 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // The id observers saw for the allocation `ptr` holds (AllocationObserver::on_alloc), or 0
   // when neither instance handed it out or no observer watched it.
   static int64_t allocation_id(const c10::DataPtr& ptr);
+  // Called on the allocating thread before each counted allocation of either instance, before
+  // its bytes are counted (null: nothing). The CUDA autocast emulation
+  // (<oomguard/amp/cuda_autocast.h>) releases its cast cache there once clear_cache() has run,
+  // so the release lands before the next byte counts.
+  using BeforeAllocate = void (*)();
+  static void set_before_allocate(BeforeAllocate hook);
 
  private:
   explicit TrackingAllocator(bool meta) : meta_(meta) {}
   static void release_cpu(void* ptr);
   static void release_meta(void* ptr);
   void release(void* ptr);
-  int64_t observe_alloc(int64_t bytes);  // the allocation's id
+  int64_t observe_alloc(int64_t bytes);     // the allocation's id
+  int64_t count(int64_t bytes);             // counts an allocation and returns its observed id
+  void uncount(int64_t bytes, int64_t id);  // takes back a count() whose block was not made
   void observe_free(int64_t id);
 
   struct Watch {
