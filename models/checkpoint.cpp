@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/Context.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -15,11 +16,33 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// CUDA autocast as a thread has it: the recompute runs in the forward's, as the forward ran
+// (a backward normally runs with autocast off), whether on a card or where oomguard stands
+// for one (<oomguard/amp/cuda_autocast.h>).
+struct AutocastState {
+  bool enabled = false;
+  at::ScalarType dtype = at::kHalf;
+  bool cache = true;
+
+  static AutocastState now() {
+    return {
+        at::autocast::is_autocast_enabled(at::kCUDA),
+        at::autocast::get_autocast_dtype(at::kCUDA),
+        at::autocast::is_autocast_cache_enabled()};
+  }
+  void apply() const {
+    at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+    at::autocast::set_autocast_cache_enabled(cache);
+  }
+};
+
 // What backward needs besides the saved input; kept in the context as a capsule.
 struct Recompute : torch::CustomClassHolder {
   BlockFn block;
   c10::Device device = c10::kCPU;  // whose default generator draws the block's dropout
   at::Tensor rng_state;            // that generator's state before the forward
+  AutocastState autocast;          // the forward's
 };
 
 // The default generator of `device`: dropout on a CUDA tensor draws from the device's own.
@@ -48,6 +71,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     recompute->block = block;
     recompute->device = x.device();
     recompute->rng_state = rng_state(x.device());
+    recompute->autocast = AutocastState::now();
     ctx->saved_data["recompute"] = c10::IValue::make_capsule(recompute);
     ctx->save_for_backward({x});
     return block(x);
@@ -61,11 +85,17 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     // Replay the forward's random draws, then give the generator back its present state.
     const at::Tensor now = rng_state(recompute->device);
     set_rng_state(recompute->device, recompute->rng_state);
+    const AutocastState backward_autocast = AutocastState::now();
+    recompute->autocast.apply();
     at::Tensor y;
-    {
+    try {
       torch::AutoGradMode enable_grad(true);
       y = recompute->block(input);
+    } catch (...) {
+      backward_autocast.apply();
+      throw;
     }
+    backward_autocast.apply();
     set_rng_state(recompute->device, now);
     // Reentrant backward: parameter gradients accumulate into .grad as usual; the input's
     // gradient goes back to the outer graph.

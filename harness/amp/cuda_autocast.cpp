@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include <oomguard/memory/tracking_allocator.h>
+#include "harness/amp/stand_in.h"
 
 namespace oomguard::amp {
 namespace {
@@ -106,9 +107,13 @@ std::unordered_map<c10::OperatorName, Registered>& registered() {
 std::atomic<int> g_stand_in{static_cast<int>(c10::DeviceType::CPU)};
 std::atomic<bool> g_registered{false};
 
+}  // namespace
+
 c10::DeviceType stand_in() {
   return static_cast<c10::DeviceType>(g_stand_in.load(std::memory_order_relaxed));
 }
+
+namespace {
 
 bool eligible(const at::Tensor& t) {
   return t.defined() && t.device().type() == stand_in() && t.is_floating_point() &&
@@ -134,20 +139,13 @@ CastCache& cache() {
 // Puts a cast of a one-element CPU leaf into PyTorch's own cache (at::autocast::cached_cast on
 // the CPU device caches without CPU autocast on), uncounted: its expiry tells of clear_cache().
 void arm_sentinel(CastCache& c) {
-  auto& cpu = memory::TrackingAllocator::instance();
-  cpu.set_counting(false);
-  try {
-    if (!c.source.defined())
-      c.source = at::empty({1}, at::TensorOptions().dtype(at::kFloat)).requires_grad_(true);
-    at::Tensor cast = at::autocast::cached_cast(
-        at::autocast::get_autocast_dtype(at::kCPU), c.source, c10::DeviceType::CPU);
-    if (cast.unsafeGetTensorImpl() != c.source.unsafeGetTensorImpl())
-      c.sentinel = WeakImpl(cast.getIntrusivePtr());
-  } catch (...) {
-    cpu.set_counting(true);
-    throw;
-  }
-  cpu.set_counting(true);
+  Uncounted uncounted;
+  if (!c.source.defined())
+    c.source = at::empty({1}, at::TensorOptions().dtype(at::kFloat)).requires_grad_(true);
+  at::Tensor cast = at::autocast::cached_cast(
+      at::autocast::get_autocast_dtype(at::kCPU), c.source, c10::DeviceType::CPU);
+  if (cast.unsafeGetTensorImpl() != c.source.unsafeGetTensorImpl())
+    c.sentinel = WeakImpl(cast.getIntrusivePtr());
 }
 
 // Drops the thread's casts once PyTorch's clear_cache() has run. Called before every counted
@@ -256,16 +254,11 @@ bool half_to_float_softmax(const c10::OperatorHandle& op, torch::jit::Stack* sta
     result = log ? at::_log_softmax(input, dim, true) : at::_softmax(input, dim, true);
   } else {
     // The CPU has no half_to_float kernel: its fp32 copy of the input is not the card's.
-    auto& cpu = memory::TrackingAllocator::instance();
-    cpu.set_counting(false);
     at::Tensor wide;
-    try {
+    {
+      Uncounted uncounted;
       wide = input.to(at::kFloat);
-    } catch (...) {
-      cpu.set_counting(true);
-      throw;
     }
-    cpu.set_counting(true);
     result = log ? at::_log_softmax(wide, dim, false) : at::_softmax(wide, dim, false);
   }
   torch::jit::drop(*stack, 3);
@@ -281,15 +274,11 @@ bool cpu_convolution(const c10::OperatorHandle& op) {
 }
 
 void call_counting_outputs(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  auto& cpu = memory::TrackingAllocator::instance();
-  cpu.set_counting(false);
-  try {
+  {
+    Uncounted uncounted;
     op.callBoxed(stack);
-  } catch (...) {
-    cpu.set_counting(true);
-    throw;
   }
-  cpu.set_counting(true);
+  auto& cpu = memory::TrackingAllocator::instance();
   const size_t outputs = op.schema().returns().size();
   for (size_t i = stack->size() - outputs; i < stack->size(); ++i)
     if ((*stack)[i].isTensor() && (*stack)[i].toTensor().has_storage())
@@ -396,6 +385,29 @@ void include_key() {
 
 }  // namespace
 
+CudaAutocast::CudaAutocast(std::optional<c10::ScalarType> dtype) : on_(dtype.has_value()) {
+  if (!on_)
+    return;
+  TORCH_CHECK(
+      *dtype == at::kHalf || *dtype == at::kBFloat16,
+      "CUDA autocast runs in fp16 or bf16, not ",
+      *dtype);
+  was_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
+  was_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
+  at::autocast::set_autocast_dtype(at::kCUDA, *dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::increment_nesting();
+}
+
+CudaAutocast::~CudaAutocast() {
+  if (!on_)
+    return;
+  at::autocast::set_autocast_enabled(at::kCUDA, was_enabled_);
+  at::autocast::set_autocast_dtype(at::kCUDA, was_dtype_);
+  if (at::autocast::decrement_nesting() == 0)
+    at::autocast::clear_cache();
+}
+
 void emulate_cuda_autocast(c10::DeviceType device) {
   TORCH_CHECK(
       device == c10::DeviceType::CPU || device == c10::DeviceType::Meta,
@@ -403,6 +415,10 @@ void emulate_cuda_autocast(c10::DeviceType device) {
       device);
   static std::once_flag once;
   std::call_once(once, register_emulation);
+  if (device == c10::DeviceType::CPU) {
+    static std::once_flag cpu_once;
+    std::call_once(cpu_once, register_cpu_kernels);
+  }
   g_stand_in.store(static_cast<int>(device));
   g_registered.store(true);
   include_key();

@@ -75,6 +75,7 @@ void log_start(
       std::to_string(at::get_num_threads()) + " threads, capacity " +
       (resolved.capacity_bytes > 0 ? memory::format_size(resolved.capacity_bytes)
                                    : std::string("none")) +
+      ", train precision " + phases::precision_name(resolved.config.train.precision) +
       ", guards off: " + disabled_guards(resolved.config.guards) +
       (options.device.alloc_conf.empty() ? std::string()
                                          : ", alloc_conf " + options.device.alloc_conf + " (" +

@@ -22,10 +22,39 @@
 
 namespace oomguard::cli {
 
+// oomguard run's --worst-case and --orders, and the options that print and exit.
+void add_worst_case_and_print_options(CLI::App& app, RunArgs& args) {
+  app.add_flag(
+      "--worst-case",
+      args.worst_case,
+      "run each phase on the worst inputs its data allows instead of the seed's: the longest "
+      "samples in the batches where they cost most (any corpus the generator can draw, or a "
+      "data file in any order), so one run bounds every seed's allocated peak; the report "
+      "names the inputs and the command that reproduces them");
+  app.add_option(
+         "--orders",
+         args.orders,
+         "with --worst-case and --allocator-model cuda: orders of the run's steps replayed "
+         "through the allocator model in search of the highest reserved peak (default 128)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->each([&args](const std::string&) { args.orders_given = true; });
+  app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
+  app.add_flag(
+      "--print-budgets",
+      args.print_budgets,
+      "print the run's budgets per device and card as a budgets file (oomguard.budgets/1): "
+      "cpu the config's, cuda:CARD those plus the card's cuBLAS workspaces; then exit");
+}
+
 void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--config", args.config_file, "JSON config; the embedded default otherwise")
       ->check(CLI::ExistingFile);
-  app.add_option("--set", args.sets, "override one key, e.g. --set train.steps=10 (repeatable)");
+  app.add_option(
+      "--set",
+      args.sets,
+      "override one key, e.g. --set train.steps=10, or --set train.precision=fp16-amp to train "
+      "in mixed precision (fp32 by default, fp16-amp, bf16-amp: CUDA autocast, emulated on CPU "
+      "and Meta) (repeatable)");
   app.add_option(
       "--disable-guard",
       args.disabled_guards,
@@ -80,26 +109,7 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "write the run as a PyTorch memory snapshot pickle, for PyTorch's memory viewer and "
       "oomguard replay: on CUDA the allocator's own recorded history; on CPU or Meta its "
       "allocations through the caching-allocator model (memory.alloc_conf, the card)");
-  app.add_flag(
-      "--worst-case",
-      args.worst_case,
-      "run each phase on the worst inputs its data allows instead of the seed's: the longest "
-      "samples in the batches where they cost most (any corpus the generator can draw, or a "
-      "data file in any order), so one run bounds every seed's allocated peak; the report "
-      "names the inputs and the command that reproduces them");
-  app.add_option(
-         "--orders",
-         args.orders,
-         "with --worst-case and --allocator-model cuda: orders of the run's steps replayed "
-         "through the allocator model in search of the highest reserved peak (default 128)")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
-      ->each([&args](const std::string&) { args.orders_given = true; });
-  app.add_flag("--print-config", args.print_config, "print the resolved config and exit");
-  app.add_flag(
-      "--print-budgets",
-      args.print_budgets,
-      "print the run's budgets per device and card as a budgets file (oomguard.budgets/1): "
-      "cpu the config's, cuda:CARD those plus the card's cuBLAS workspaces; then exit");
+  add_worst_case_and_print_options(app, args);
 }
 
 void add_replay_options(CLI::App& app, ReplayArgs& args) {

@@ -95,7 +95,8 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   if (BeforeAllocate hook = g_before_allocate.load(std::memory_order_relaxed))
     hook();
   const auto n = static_cast<int64_t>(nbytes);
-  Header header{n, count(n), n};
+  int64_t now = 0;
+  Header header{n, count(n, now), n};
   void* base = nullptr;
   try {
     base = c10::alloc_cpu(behind + kHeader);
@@ -103,14 +104,15 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
     uncount(n, header.id);
     throw;
   }
+  settle(n, now);
   std::memcpy(base, &header, sizeof(header));
   void* data = static_cast<char*>(base) + kHeader;
   // The context equals the data pointer: oneDNN's raw_allocate relies on it.
   return {data, data, raw_deleter(), device};
 }
 
-int64_t TrackingAllocator::count(int64_t n) {
-  const int64_t now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
+int64_t TrackingAllocator::count(int64_t n, int64_t& now) {
+  now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
   const int64_t cap = capacity_.load(std::memory_order_relaxed);
   if (cap > 0 && now > cap) {
     allocated_.fetch_sub(n, std::memory_order_relaxed);
@@ -124,16 +126,17 @@ int64_t TrackingAllocator::count(int64_t n) {
     allocated_.fetch_sub(n, std::memory_order_relaxed);
     throw;
   }
+  return id;
+}
+
+void TrackingAllocator::settle(int64_t n, int64_t now) {
   raise_peak(peak_, now);
   num_allocs_.fetch_add(1, std::memory_order_relaxed);
   total_allocated_.fetch_add(n, std::memory_order_relaxed);
-  return id;
 }
 
 void TrackingAllocator::uncount(int64_t n, int64_t id) {
   allocated_.fetch_sub(n, std::memory_order_relaxed);
-  num_allocs_.fetch_sub(1, std::memory_order_relaxed);
-  total_allocated_.fetch_sub(n, std::memory_order_relaxed);
   if (id != 0)
     observe_free(id);
 }
@@ -146,8 +149,10 @@ void TrackingAllocator::count_now(const c10::DataPtr& ptr) {
   std::memcpy(&header, base, sizeof(header));
   if (header.bytes != 0 || header.size == 0)
     return;
+  int64_t now = 0;
   header.bytes = header.size;
-  header.id = count(header.size);
+  header.id = count(header.size, now);
+  settle(header.size, now);
   std::memcpy(base, &header, sizeof(header));
 }
 

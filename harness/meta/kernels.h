@@ -25,7 +25,8 @@ void register_norms(torch::Library& aten);
 void register_indexing(torch::Library& aten);
 // equal (true for the same tensor alone), _local_scalar_dense (the stand-in value), multinomial,
 // relu and relu_ (clamp_min, as LibTorch computes them), resize_ (the storage it grows comes from
-// the Meta allocator), _fused_adamw_ (in place: nothing new).
+// the Meta allocator), _fused_adamw_ and _amp_foreach_non_finite_check_and_unscale_ (in place:
+// nothing new).
 void register_values(torch::Library& aten);
 // convolution (transposed too) and its backward, native_batch_norm and its backward,
 // log_sigmoid_forward and its backward (a DCGAN's generator and discriminator).

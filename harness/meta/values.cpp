@@ -87,7 +87,9 @@ at::Tensor& relu_(at::Tensor& self) {
   return at::clamp_min_(self, 0);
 }
 
-// The fused AdamW step (both overloads): in place, it makes nothing and returns nothing.
+// The fused AdamW step (both overloads) and the loss scaler's unscale with its inf check
+// (_amp_foreach_non_finite_check_and_unscale_, GradScaler's): in place, they make nothing
+// and return nothing.
 void makes_nothing(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::drop(*stack, op.schema().arguments().size());
 }
@@ -122,6 +124,9 @@ void register_values(torch::Library& aten) {
   aten.impl("resize_", TORCH_FN(resize));
   aten.impl("_fused_adamw_", torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());
   aten.impl("_fused_adamw_.tensor_lr", torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());
+  aten.impl(
+      "_amp_foreach_non_finite_check_and_unscale_",
+      torch::CppFunction::makeFromBoxedFunction<&makes_nothing>());
 }
 
 }  // namespace oomguard::meta

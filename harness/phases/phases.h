@@ -3,6 +3,7 @@
 // Measurement is the caller's (PhaseScope), so each phase only does its work.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,23 @@
 
 namespace oomguard::phases {
 
+// train.precision: fp32, or mixed precision as a card trains in it: the forward and the loss
+// under CUDA autocast at fp16 (the loss scaled by oomguard::amp::GradScaler) or bf16, the
+// backward and the optimizer outside it, the parameters and their gradients fp32. Where
+// oomguard stands for the card (CPU, Meta) the autocast is emulated
+// (<oomguard/amp/cuda_autocast.h>).
+enum class Precision { kFp32, kFp16Amp, kBf16Amp };
+// "fp32", "fp16-amp", "bf16-amp"; the names parse_precision() takes.
+const char* precision_name(Precision precision);
+// The Precision named `name`, nullopt for any other name.
+std::optional<Precision> parse_precision(const std::string& name);
+
 struct TrainConfig {
   int64_t steps = 30;
   double lr = 3e-3;
   double weight_decay = 0.01;
   double grad_clip = 1.0;
+  Precision precision = Precision::kFp32;
 };
 struct TrainResult {
   std::vector<double> losses;  // one per step

@@ -17,7 +17,8 @@ constexpr const char* kDefault = R"({
   "data": {"file": "", "samples": 512, "max_length": 128, "batch_size": 8,
            "long_tail_fraction": 0.03, "long_tail_factor": 6.0, "sample_lengths": [],
            "train_order": [], "evaluate_order": []},
-  "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0},
+  "train": {"steps": 30, "lr": 0.003, "weight_decay": 0.01, "grad_clip": 1.0,
+            "precision": "fp32"},
   "evaluate": {"batches": 8},
   "generate": {"prompts": 4, "prompt_length": 32, "max_new_tokens": 64, "greedy": true,
                "temperature": 1.0, "cache": "static", "stop_at_eos": false},
@@ -125,6 +126,17 @@ class Reader {
 };
 
 // data.sample_lengths: [sample, bytes] pairs, each a length the generator can draw.
+// train.precision: fp32, fp16-amp or bf16-amp.
+phases::Precision precision(const std::string& name) {
+  const auto parsed = phases::parse_precision(name);
+  if (!parsed)
+    throw ConfigError(
+        "config key train.precision: \"" + name +
+        "\" is not allowed; use fp32, fp16-amp (CUDA autocast at fp16 with loss scaling) or "
+        "bf16-amp");
+  return *parsed;
+}
+
 std::vector<std::pair<size_t, int64_t>> sample_lengths(
     const nlohmann::json& list, const data::CorpusConfig& corpus) {
   std::vector<std::pair<size_t, int64_t>> out;
@@ -264,6 +276,7 @@ RunConfig load_config(const nlohmann::json& overrides) {
   c.train.lr = r.number("train", "lr", 1e-8, 10.0);
   c.train.weight_decay = r.number("train", "weight_decay", 0.0, 10.0);
   c.train.grad_clip = r.number("train", "grad_clip", 1e-6, 1e6);
+  c.train.precision = precision(r.at("train", "precision").get<std::string>());
   c.evaluate.batches = r.integer("evaluate", "batches", 0, 1'000'000);
   c.generate.prompts = r.integer("generate", "prompts", 1, 4096);
   c.generate.prompt_length = r.integer("generate", "prompt_length", 1, c.model.max_seq_len - 1);

@@ -6,9 +6,9 @@
 // the CPU and on Meta with a T4 and holds each predicted peak to PyTorch's own figure.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
-#include <ATen/autocast_mode.h>
 #include <torch/nn/functional.h>
 #include <torch/nn/modules.h>
 
@@ -122,28 +122,13 @@ const Case kCases[] = {
     {"convnet", "bf16"},
 };
 
-// CUDA autocast on at `dtype` for the guard's life, as a mixed-precision loop turns it on;
-// off again and its cast cache cleared after.
-class CudaAutocast {
- public:
-  explicit CudaAutocast(const std::string& precision) : on_(precision != "fp32") {
-    if (!on_)
-      return;
-    at::autocast::set_autocast_dtype(at::kCUDA, precision == "fp16" ? at::kHalf : at::kBFloat16);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-  }
-  ~CudaAutocast() {
-    if (!on_)
-      return;
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-    at::autocast::clear_cache();
-  }
-  CudaAutocast(const CudaAutocast&) = delete;
-  CudaAutocast& operator=(const CudaAutocast&) = delete;
-
- private:
-  bool on_;
-};
+std::optional<at::ScalarType> autocast_dtype(const std::string& precision) {
+  if (precision == "fp16")
+    return at::kHalf;
+  if (precision == "bf16")
+    return at::kBFloat16;
+  return std::nullopt;
+}
 
 class AutocastForward : public MemoryTest, public ::testing::WithParamInterface<Case> {};
 
@@ -158,7 +143,7 @@ TEST_P(AutocastForward, AsTheCardRunsIt) {
     const auto idx = at::randint(0, kVocab, {kBatch, kTokens}, on(at::kLong));
     const auto targets = at::randint(0, kVocab, {kBatch, kTokens}, on(at::kLong));
     measure("forward", [&] {
-      CudaAutocast autocast(c.precision);
+      amp::CudaAutocast autocast(autocast_dtype(c.precision));
       out = model(idx);
       loss = torch::nn::functional::cross_entropy(out.view({-1, kVocab}), targets.view(-1));
     });
@@ -168,7 +153,7 @@ TEST_P(AutocastForward, AsTheCardRunsIt) {
     const auto images = at::randn({kConvBatch, kChannels, kSide, kSide}, on(at::kFloat));
     const auto targets = at::randint(0, kClasses, {kConvBatch}, on(at::kLong));
     measure("forward", [&] {
-      CudaAutocast autocast(c.precision);
+      amp::CudaAutocast autocast(autocast_dtype(c.precision));
       out = model(images);
       loss = torch::nn::functional::cross_entropy(out, targets);
     });

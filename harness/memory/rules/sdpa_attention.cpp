@@ -23,6 +23,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <oomguard/amp/cuda_autocast.h>
 #include <oomguard/memory/sizes.h>
 #include <oomguard/memory/tracking_allocator.h>
 #include "harness/memory/rules/gpu_rule.h"
@@ -221,6 +222,11 @@ void SdpaAttentionRule::on_operator_start(const at::RecordFunction& fn) {
     cpu_kernel(std::strcmp(name, kCpuMath) == 0);
     return;
   }
+  // Under CUDA autocast where oomguard stands for the card, this call casts q, k and v and calls
+  // the operator again: the card's kernel is chosen by that inner call's dtypes, and the casts
+  // are the card's allocations, not the CPU kernel's.
+  if (amp::cuda_autocast_emulated())
+    return;
   if (attention_depth.first != serial_)
     attention_depth = {serial_, 0};
   if (attention_depth.second++ > 0)

@@ -29,10 +29,30 @@
 // nothing changes: no operator is cast, no byte differs. Implemented at the dispatch key
 // AutocastXLA, which LibTorch leaves empty; a program that also loads torch_xla cannot use it.
 #include <cstdint>
+#include <optional>
 
 #include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 
 namespace oomguard::amp {
+
+// A CUDA autocast region, as Python's `with torch.autocast("cuda", dtype)` makes one: CUDA
+// autocast on at `dtype` (kHalf or kBFloat16) for the guard's life, the previous state given
+// back after, and the cast cache cleared when the outermost region ends. std::nullopt: a
+// region that changes nothing (fp32). It works the same on a card and where oomguard stands
+// for one.
+class CudaAutocast {
+ public:
+  explicit CudaAutocast(std::optional<c10::ScalarType> dtype);
+  ~CudaAutocast();
+  CudaAutocast(const CudaAutocast&) = delete;
+  CudaAutocast& operator=(const CudaAutocast&) = delete;
+
+ private:
+  bool on_ = false;
+  bool was_enabled_ = false;
+  c10::ScalarType was_dtype_ = c10::ScalarType::Half;
+};
 
 // Registers the emulation (once per process) and switches it on for the calling thread, for
 // tensors on `stand_in` (kCPU or kMeta): those, when floating point and not double, are cast

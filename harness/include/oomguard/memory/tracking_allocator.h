@@ -51,6 +51,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // Off: allocations go straight to c10's CPU allocator, uncounted and unchecked, as without
   // oomguard (what the meter costs is measured against this).
   void set_counting(bool on) { counting_.store(on); }
+  bool counting() const { return counting_.load(); }
   // Counts from now on a block this instance handed out while counting was off, as if it were
   // allocated now (observed, held to the capacity: may throw c10::OutOfMemoryError); a block
   // already counted, or another allocator's, is left as it is. What a kernel returns is
@@ -82,8 +83,12 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   static void release_meta(void* ptr);
   void release(void* ptr);
   int64_t observe_alloc(int64_t bytes);     // the allocation's id
-  int64_t count(int64_t bytes);             // counts an allocation and returns its observed id
-  void uncount(int64_t bytes, int64_t id);  // takes back a count() whose block was not made
+  // An allocation's bytes counted (held to the capacity, observed): its id, and the allocated
+  // bytes with it in `now`; settle() completes it once the block exists, uncount() takes it
+  // back when the block could not be made.
+  int64_t count(int64_t bytes, int64_t& now);
+  void settle(int64_t bytes, int64_t now);
+  void uncount(int64_t bytes, int64_t id);
   void observe_free(int64_t id);
 
   struct Watch {

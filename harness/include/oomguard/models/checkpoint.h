@@ -11,7 +11,9 @@ using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // y = block(x), keeping only x for backward instead of every activation inside the block.
 // Backward recomputes block(x) with grad mode on, with the default CPU generator's state as
-// it was before the first call (so dropout draws the same masks), and accumulates into .grad
+// it was before the first call (so dropout draws the same masks) and CUDA autocast as it was
+// in the forward (on, its dtype, its cache: a mixed-precision forward recomputes in mixed
+// precision, whatever the backward runs in), and accumulates into .grad
 // of the parameters `block` reads, as a plain backward would. Outside grad mode it is a
 // plain call. `block` must not change what it computes between forward and backward.
 at::Tensor checkpoint(const BlockFn& block, const at::Tensor& x);
