@@ -235,6 +235,8 @@ void TrackingAllocator::copy_data(void* dest, const void* src, std::size_t count
 }
 
 MemoryStats TrackingAllocator::stats() const {
+  if (BeforeAllocate hook = g_before_allocate.load(std::memory_order_relaxed))
+    hook();  // what is gone is not read as allocated
   MemoryStats s;
   s.allocated_bytes = allocated_.load();
   s.peak_allocated_bytes = peak_.load();

@@ -6,9 +6,11 @@
 // the CPU and on Meta with a T4 and holds each predicted peak to PyTorch's own figure.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 
+#include <ATen/ops/scaled_dot_product_attention.h>
 #include <torch/nn/functional.h>
 #include <torch/nn/modules.h>
 
@@ -166,6 +168,36 @@ TEST_P(AutocastForward, AsTheCardRunsIt) {
                                                                        : at::kBFloat16;
   EXPECT_EQ(out.scalar_type(), expected);
   EXPECT_EQ(loss.scalar_type(), at::kFloat);
+}
+
+// The sdpa_attention rule picks the card's kernel by the dtype the kernel gets: under autocast
+// q, k and v are cast first, so a T4 runs fp16 on its memory-efficient kernel and bf16 (which
+// sm75 lacks there) on the math path. Needs OOMGUARD_CARD=t4 and the rules on.
+TEST(AutocastRules, AttentionIsChosenByTheCastDtype) {
+  const char* rules = std::getenv("OOMGUARD_RULES");
+  if (rules != nullptr && std::string(rules) == "none")
+    GTEST_SKIP() << "OOMGUARD_RULES=none";
+  const char* card = std::getenv("OOMGUARD_CARD");
+  if (card == nullptr || std::string(card) != "t4")
+    GTEST_SKIP() << "needs OOMGUARD_CARD=t4";
+  const auto options = at::TensorOptions(device()).dtype(at::kFloat);
+  const auto q = at::randn({2, 4, 128, 64}, options).requires_grad_();
+  for (const char* precision : {"fp16", "bf16"}) {
+    const PhaseResult phase = measure(std::string("attention_") + precision, [&] {
+      amp::CudaAutocast autocast(autocast_dtype(precision));
+      const at::Tensor out = at::scaled_dot_product_attention(q, q, q, {}, 0.0, true);
+      EXPECT_EQ(out.scalar_type(), autocast_dtype(precision).value());
+    });
+    ASSERT_FALSE(phase.predictions.empty());
+    EXPECT_EQ(phase.end_allocated_bytes, phase.start_allocated_bytes)
+        << "the casts of q are released with the cache at the region's end";
+    std::string detail;
+    for (const auto& rule : phase.predictions.front().rules)
+      if (rule.name == "sdpa_attention")
+        detail = rule.detail;
+    const std::string expected = std::string(precision) == "fp16" ? "fp16: mem-efficient" : "bf16: math";
+    EXPECT_NE(detail.find(expected), std::string::npos) << precision << ": " << detail;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -71,9 +71,9 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // when neither instance handed it out or no observer watched it.
   static int64_t allocation_id(const c10::DataPtr& ptr);
   // Called on the allocating thread before each counted allocation of either instance, before
-  // its bytes are counted (null: nothing). The CUDA autocast emulation
-  // (<oomguard/amp/cuda_autocast.h>) releases its cast cache there once clear_cache() has run,
-  // so the release lands before the next byte counts.
+  // its bytes are counted, and before stats() reads them (null: nothing). The CUDA autocast
+  // emulation (<oomguard/amp/cuda_autocast.h>) releases its cast cache there once
+  // clear_cache() has run, so the release lands before the next byte counts or is read.
   using BeforeAllocate = void (*)();
   static void set_before_allocate(BeforeAllocate hook);
 
