@@ -184,7 +184,10 @@ TEST(GradScaler, ScalesUnscalesAndSkipsAnOverflowedStep) {
   EXPECT_FLOAT_EQ(scaled.item<float>(), 12.0F * 1024.0F);
   scaled.backward();
   EXPECT_FLOAT_EQ(w.grad()[0].item<float>(), 3.0F * 1024.0F);
+  const int64_t before = cpu().num_allocations();
   scaler.unscale_({w});
+  EXPECT_EQ(cpu().num_allocations() - before, 6)
+      << "PyTorch's: the scale in fp64, its inverse, that in fp32, the inf flag, a copy of each";
   EXPECT_FLOAT_EQ(w.grad()[0].item<float>(), 3.0F);
   EXPECT_TRUE(scaler.finite());
   scaler.update();

@@ -2,8 +2,9 @@
 # precision_check.sh OOMGUARD: train.precision on the command line. fp16-amp and bf16-amp
 # (CUDA autocast, emulated) pass guarded on a T4, on Meta and on the CPU path with the
 # allocator model; the report names the precision and the start line says it; the train
-# phase's predicted peak is not fp32's (more than 64 KiB apart); an unknown precision is a
-# usage error naming the key.
+# phase's predicted peak (forward, backward with its loss scaling, optimizer) is the same on
+# the CPU path and on Meta within 1% + 1 MiB, and not fp32's (more than 64 KiB apart); an
+# unknown precision is a usage error naming the key.
 set -euo pipefail
 cli=$1
 tmp=$(mktemp -d)
@@ -18,7 +19,7 @@ run() {  # NAME ARGS...: a run that must pass, its report in $tmp/NAME.json
     { cat "$tmp/$name.log"; echo "FAIL: $name exited $?"; exit 1; }
 }
 for precision in fp32 fp16-amp bf16-amp; do
-  run "meta-$precision" --device meta --set train.precision=$precision
+  run "meta-$precision" --device meta "${short[@]}" --set train.precision=$precision
   run "cpu-$precision" --device cpu --allocator-model cuda "${short[@]}" \
     --set train.precision=$precision
   grep -q "train precision $precision" "$tmp/cpu-$precision.log" ||
@@ -37,6 +38,12 @@ def train_peak(name):
         problems.append(f"{name}: config.train.precision is {report['config']['train']['precision']}")
     train = next(p for p in report["phases"] if p["name"] == "train")
     return train["predicted_peak_allocated_bytes"]
+# The CPU path and Meta compute every phase with other kernels: their predictions agree.
+for precision in ("fp32", "fp16-amp", "bf16-amp"):
+    cpu, meta = train_peak(f"cpu-{precision}"), train_peak(f"meta-{precision}")
+    print(f"{precision}: train predicted peak CPU path {cpu:,} B, Meta {meta:,} B")
+    if abs(cpu - meta) > 0.01 * cpu + 1024 * 1024:
+        problems.append(f"{precision}: CPU path {cpu:,} B and Meta {meta:,} B differ")
 for where in ("meta", "cpu"):
     fp32 = train_peak(f"{where}-fp32")
     for precision in ("fp16-amp", "bf16-amp"):

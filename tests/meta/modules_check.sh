@@ -8,6 +8,9 @@
 #   tolerance of modules_compare.py;
 # - harness/meta/modules.md, the docs' table of what runs on Meta, is what this run finds
 #   (OOMGUARD_WRITE_TABLE=1 writes it instead).
+# Then the same under CUDA autocast at fp16 (OOMGUARD_MODULES_AUTOCAST): every case but
+# BCELoss (refused by autocast itself, as on a card) runs on both, with the same shapes and
+# predicted peaks.
 set -euo pipefail
 binary=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,3 +25,9 @@ write=()
 [ "${OOMGUARD_WRITE_TABLE:-0}" = 1 ] && write=(--write)
 python3 "$here/modules_compare.py" "$tmp/cpu.xml" "$tmp/meta.xml" \
   "$here/../../harness/meta/modules.md" "${write[@]}"
+for device in cpu meta; do
+  OOMGUARD_MODULES_AUTOCAST=fp16 OOMGUARD_DEVICE=$device OOMGUARD_CARD=t4 OOMGUARD_SEED=1 \
+    "$binary" --gtest_output="xml:$tmp/$device-fp16.xml" > "$tmp/$device-fp16.txt" 2>&1 ||
+    { cat "$tmp/$device-fp16.txt"; echo "FAIL: the modules did not all pass under autocast on $device"; exit 1; }
+done
+python3 "$here/modules_compare.py" "$tmp/cpu-fp16.xml" "$tmp/meta-fp16.xml" - --no-table

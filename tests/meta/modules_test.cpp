@@ -5,6 +5,8 @@
 // binary on the CPU and on Meta with a card, compares the two and writes the docs' table.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -14,6 +16,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <oomguard/amp/cuda_autocast.h>
 #include <oomguard/gtest.h>
 #include <oomguard/meta/meta_device.h>
 #include "tests/meta/module_cases.h"
@@ -59,6 +62,18 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> backward_from(
   return {roots, grads};
 }
 
+// OOMGUARD_MODULES_AUTOCAST=fp16 or bf16: each forward under CUDA autocast at that dtype
+// (modules_check.sh runs the cases so too).
+std::optional<at::ScalarType> autocast_dtype() {
+  const char* value = std::getenv("OOMGUARD_MODULES_AUTOCAST");
+  const std::string precision = value == nullptr ? "" : value;
+  if (precision == "fp16")
+    return at::kHalf;
+  if (precision == "bf16")
+    return at::kBFloat16;
+  return std::nullopt;
+}
+
 class EveryModule : public MemoryTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(EveryModule, TrainsAStep) {
@@ -71,11 +86,18 @@ TEST_P(EveryModule, TrainsAStep) {
   std::vector<at::Tensor> outputs;
   try {
     made = c.make(where);
-    measure("forward", [&] { outputs = made.forward(); });
+    measure("forward", [&] {
+      amp::CudaAutocast autocast(autocast_dtype());
+      outputs = made.forward();
+    });
     auto [roots, grads] = backward_from(outputs);
     ASSERT_FALSE(roots.empty()) << c.name << ": no output needs a gradient";
     measure("backward", [&] { torch::autograd::backward(roots, grads); });
   } catch (const std::exception& e) {
+    if (autocast_dtype() && std::string(e.what()).find("unsafe to autocast") != std::string::npos) {
+      RecordProperty("meta", "refused under autocast, as on a card");
+      return;  // binary_cross_entropy, refused by CUDA autocast itself
+    }
     const std::string op = meta::refused_operator(e);
     ASSERT_TRUE(where.is_meta()) << c.name << " failed on " << where << ": " << e.what();
     ASSERT_FALSE(op.empty()) << c.name << " failed on Meta: " << e.what();
