@@ -211,6 +211,13 @@ say "allocator setting expandable_segments:True, on CUDA and through the model"
 "$BUILD/bin/oomguard" run --device cpu --card t4 --allocator-model cuda \
   --set memory.alloc_conf=expandable_segments:True --report "$OUT/cpu-model-expandable.json" ||
   status=1
+say "train.precision=fp16-amp (CUDA autocast, GradScaler) on CUDA, and through the model on CPU and Meta"
+"$BUILD/bin/oomguard" run --device cuda --card t4 --set train.precision=fp16-amp \
+  --report "$OUT/cuda-t4-fp16-amp.json" || status=1
+"$BUILD/bin/oomguard" run --device cpu --card t4 --allocator-model cuda \
+  --set train.precision=fp16-amp --report "$OUT/cpu-model-fp16-amp.json" || status=1
+"$BUILD/bin/oomguard" run --device meta --card t4 --set train.precision=fp16-amp \
+  --report "$OUT/meta-model-fp16-amp.json" || status=1
 say "repeat over $RUNS seeds on the emulated T4"
 "$BUILD/bin/oomguard" repeat -n "$RUNS" --runs-dir "$OUT/runs" --report "$OUT/repeat.json" \
   --junit "$OUT/repeat-junit.xml" --device cuda --card t4 || status=1
@@ -281,6 +288,8 @@ compare_reports() {
 # settings, once with expandable segments, then at the edge capacities.
 compare_reports cuda-t4 cpu-model "Default settings" 1
 compare_reports cuda-t4-expandable cpu-model-expandable "expandable_segments:True" 1
+compare_reports cuda-t4-fp16-amp cpu-model-fp16-amp "fp16-amp, the CPU path" 1
+compare_reports cuda-t4-fp16-amp meta-model-fp16-amp "fp16-amp, Meta" 1
 for cap in "${edges[@]}"; do
   gating=1
   [ "$cap" = "$informational" ] && gating=0
