@@ -121,56 +121,41 @@ at::Tensor output_alone(Compute compute) {
   return out;
 }
 
-at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+// The binary kernels, LibTorch's CPU kernel given as `Kernel`: with an alpha (add, sub) or
+// without (mul, div), out of place or in place.
+using WithAlpha = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Scalar&);
+using WithAlphaInPlace = at::Tensor& (*)(at::Tensor&, const at::Tensor&, const at::Scalar&);
+using Plain = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
+using PlainInPlace = at::Tensor& (*)(at::Tensor&, const at::Tensor&);
+
+template <WithAlpha Kernel>
+at::Tensor with_alpha(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   if (!mixed(self, other))
-    return at::cpu::add(self, other, alpha);
-  return output_alone([&] { return at::cpu::add(self, other, alpha); });
+    return Kernel(self, other, alpha);
+  return output_alone([&] { return Kernel(self, other, alpha); });
 }
 
-at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+template <WithAlphaInPlace Kernel>
+at::Tensor& with_alpha_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   if (!mixed(self, other))
-    return at::cpu::add_(self, other, alpha);
+    return Kernel(self, other, alpha);
+  Uncounted uncounted;  // an in-place output is not new: its fp32 copy is the CPU's alone
+  return Kernel(self, other, alpha);
+}
+
+template <Plain Kernel>
+at::Tensor plain(const at::Tensor& self, const at::Tensor& other) {
+  if (!mixed(self, other))
+    return Kernel(self, other);
+  return output_alone([&] { return Kernel(self, other); });
+}
+
+template <PlainInPlace Kernel>
+at::Tensor& plain_(at::Tensor& self, const at::Tensor& other) {
+  if (!mixed(self, other))
+    return Kernel(self, other);
   Uncounted uncounted;
-  return at::cpu::add_(self, other, alpha);
-}
-
-at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!mixed(self, other))
-    return at::cpu::sub(self, other, alpha);
-  return output_alone([&] { return at::cpu::sub(self, other, alpha); });
-}
-
-at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!mixed(self, other))
-    return at::cpu::sub_(self, other, alpha);
-  Uncounted uncounted;
-  return at::cpu::sub_(self, other, alpha);
-}
-
-at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
-  if (!mixed(self, other))
-    return at::cpu::mul(self, other);
-  return output_alone([&] { return at::cpu::mul(self, other); });
-}
-
-at::Tensor& mul_(at::Tensor& self, const at::Tensor& other) {
-  if (!mixed(self, other))
-    return at::cpu::mul_(self, other);
-  Uncounted uncounted;
-  return at::cpu::mul_(self, other);
-}
-
-at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
-  if (!mixed(self, other))
-    return at::cpu::div(self, other);
-  return output_alone([&] { return at::cpu::div(self, other); });
-}
-
-at::Tensor& div_(at::Tensor& self, const at::Tensor& other) {
-  if (!mixed(self, other))
-    return at::cpu::div_(self, other);
-  Uncounted uncounted;
-  return at::cpu::div_(self, other);
+  return Kernel(self, other);
 }
 
 // LibTorch warns that these registrations override its own CPU kernels, on every CPU-path run;
@@ -199,14 +184,14 @@ void register_cpu_kernels() {
   cpu->impl("addmm", TORCH_FN(addmm));
   cpu->impl("bmm", TORCH_FN(bmm));
   cpu->impl("baddbmm", TORCH_FN(baddbmm));
-  cpu->impl("add.Tensor", TORCH_FN(add));
-  cpu->impl("add_.Tensor", TORCH_FN(add_));
-  cpu->impl("sub.Tensor", TORCH_FN(sub));
-  cpu->impl("sub_.Tensor", TORCH_FN(sub_));
-  cpu->impl("mul.Tensor", TORCH_FN(mul));
-  cpu->impl("mul_.Tensor", TORCH_FN(mul_));
-  cpu->impl("div.Tensor", TORCH_FN(div));
-  cpu->impl("div_.Tensor", TORCH_FN(div_));
+  cpu->impl("add.Tensor", TORCH_FN(with_alpha<&at::cpu::add>));
+  cpu->impl("add_.Tensor", TORCH_FN(with_alpha_<&at::cpu::add_>));
+  cpu->impl("sub.Tensor", TORCH_FN(with_alpha<&at::cpu::sub>));
+  cpu->impl("sub_.Tensor", TORCH_FN(with_alpha_<&at::cpu::sub_>));
+  cpu->impl("mul.Tensor", TORCH_FN(plain<&at::cpu::mul>));
+  cpu->impl("mul_.Tensor", TORCH_FN(plain_<&at::cpu::mul_>));
+  cpu->impl("div.Tensor", TORCH_FN((plain<static_cast<Plain>(&at::cpu::div)>)));
+  cpu->impl("div_.Tensor", TORCH_FN((plain_<static_cast<PlainInPlace>(&at::cpu::div_)>)));
 }
 
 }  // namespace oomguard::amp
