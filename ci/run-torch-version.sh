@@ -14,7 +14,7 @@ pinned=$(awk -F= '/^TORCH_VERSION=/ { print $2; exit }' ci/setup.sh)
 build=build/cpu
 [ "$version" = "$pinned" ] || build=build/cpu-torch-$version
 targets="oomguard oomguard_unit_tests oomguard_sim_tests oomguard_layer_tests oomguard_repeat_tests"
-targets+=" oomguard_meta_tests oomguard_module_tests"
+targets+=" oomguard_meta_tests oomguard_module_tests oomguard_amp_tests"
 targets+=" oomguard_fuzz_sizes oomguard_fuzz_jsonl oomguard_fuzz_collator oomguard_fuzz_config"
 targets+=" oomguard_fuzz_trace oomguard_fuzz_pickle"
 OOMGUARD_TORCH_VERSION=$version OOMGUARD_CUDA=off OOMGUARD_SETUP=smoke \
