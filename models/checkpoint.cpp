@@ -37,6 +37,28 @@ struct AutocastState {
   }
 };
 
+// The recompute as an autocast region in `state`, as torch.utils.checkpoint enters
+// torch.autocast: the thread's state given back after, and the cast cache cleared when no
+// region encloses it (its weight casts then live as long as the recompute's graph, not until
+// the next step's clear_cache()).
+class RecomputeRegion {
+ public:
+  explicit RecomputeRegion(const AutocastState& state) : was_(AutocastState::now()) {
+    state.apply();
+    at::autocast::increment_nesting();
+  }
+  ~RecomputeRegion() {
+    if (at::autocast::decrement_nesting() == 0)
+      at::autocast::clear_cache();
+    was_.apply();
+  }
+  RecomputeRegion(const RecomputeRegion&) = delete;
+  RecomputeRegion& operator=(const RecomputeRegion&) = delete;
+
+ private:
+  AutocastState was_;
+};
+
 // What backward needs besides the saved input; kept in the context as a capsule.
 struct Recompute : torch::CustomClassHolder {
   BlockFn block;
@@ -85,17 +107,12 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     // Replay the forward's random draws, then give the generator back its present state.
     const at::Tensor now = rng_state(recompute->device);
     set_rng_state(recompute->device, recompute->rng_state);
-    const AutocastState backward_autocast = AutocastState::now();
-    recompute->autocast.apply();
     at::Tensor y;
-    try {
+    {
+      RecomputeRegion region(recompute->autocast);
       torch::AutoGradMode enable_grad(true);
       y = recompute->block(input);
-    } catch (...) {
-      backward_autocast.apply();
-      throw;
     }
-    backward_autocast.apply();
     set_rng_state(recompute->device, now);
     // Reentrant backward: parameter gradients accumulate into .grad as usual; the input's
     // gradient goes back to the outer graph.

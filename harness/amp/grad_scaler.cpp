@@ -5,12 +5,16 @@
 
 namespace oomguard::amp {
 
+void GradScaler::start(c10::Device device) {
+  if (scale_.defined())
+    return;
+  const auto on = at::TensorOptions(device);
+  scale_ = at::full({}, options_.init_scale, on.dtype(at::kFloat));
+  growth_tracker_ = at::full({}, 0, on.dtype(at::kInt));
+}
+
 at::Tensor GradScaler::scale(const at::Tensor& loss) {
-  if (!scale_.defined()) {
-    const auto on = at::TensorOptions(loss.device());
-    scale_ = at::full({}, options_.init_scale, on.dtype(at::kFloat));
-    growth_tracker_ = at::full({}, 0, on.dtype(at::kInt));
-  }
+  start(loss.device());
   return loss * scale_.to(loss.device());
 }
 

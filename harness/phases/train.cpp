@@ -55,8 +55,10 @@ TrainResult train(
   result.losses.reserve(static_cast<size_t>(config.steps));
   // fp16's gradients need the loss scaled; the scaler's scale lives across the steps.
   std::optional<amp::GradScaler> scaler;
-  if (config.precision == Precision::kFp16Amp)
+  if (config.precision == Precision::kFp16Amp) {
     scaler.emplace();
+    scaler->start(model->device());  // before the steps, so that every step allocates alike
+  }
   for (int64_t step = 0; step < config.steps; ++step) {
     throw_if_interrupted();
     memory::set_alloc_step(step);

@@ -172,6 +172,7 @@ TEST_F(CudaAutocastTest, ACheckpointRecomputesInTheForwardsPrecision) {
     out = models::checkpoint(block, at::randn({4, 32}).requires_grad_());
   }
   out.sum().backward();
+  EXPECT_EQ(cached_casts(), 0) << "the recompute's casts leave the cache with its region";
   ASSERT_EQ(seen.size(), 2U);
   EXPECT_EQ(seen[1], at::kHalf) << "the backward's recompute ran in fp32";
   EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCUDA)) << "and the backward's state is back";

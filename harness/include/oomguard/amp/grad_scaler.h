@@ -37,8 +37,11 @@ class GradScaler {
   GradScaler() : GradScaler(Options{}) {}
   explicit GradScaler(Options options) : options_(options) {}
 
-  // loss * scale; the scale (fp32) and growth tracker (int32) are made on the loss's device
-  // at the first call.
+  // Makes the scale (fp32) and the growth tracker (int32) on `device` now, as scale() does at
+  // its first call otherwise: a loop whose steps must allocate alike (measure_steps' orders)
+  // makes them before its first step. Does nothing once they exist.
+  void start(c10::Device device);
+  // loss * scale; start(loss.device()) first.
   at::Tensor scale(const at::Tensor& loss);
   // Divides each gradient of `params` by the scale in place and records whether any was inf
   // or NaN. Once per step, after backward; parameters without a gradient are skipped.
