@@ -38,7 +38,7 @@ bool reduced(at::ScalarType dtype) {
 
 // All operands CPU tensors of one reduced dtype, on the CPU stand-in.
 bool reduced_products(std::initializer_list<const at::Tensor*> operands) {
-  if (stand_in() != c10::DeviceType::CPU)
+  if (stand_in() != c10::DeviceType::CPU || !emulating_here())
     return false;
   const at::ScalarType dtype = (*operands.begin())->scalar_type();
   if (!reduced(dtype))
@@ -103,12 +103,13 @@ at::Tensor baddbmm(
 
 // Two floating CPU operands of different dtypes, one of them reduced, on the CPU stand-in.
 bool mixed(const at::Tensor& a, const at::Tensor& b) {
-  return stand_in() == c10::DeviceType::CPU && a.is_cpu() && b.is_cpu() && a.is_floating_point() &&
-         b.is_floating_point() && a.scalar_type() != b.scalar_type() &&
+  return stand_in() == c10::DeviceType::CPU && emulating_here() && a.is_cpu() && b.is_cpu() &&
+         a.is_floating_point() && b.is_floating_point() && a.scalar_type() != b.scalar_type() &&
          (reduced(a.scalar_type()) || reduced(b.scalar_type()));
 }
 
-// `compute` uncounted, then its (new) output counted as if made at its end.
+// `compute` uncounted, then its (new) output counted as if made at its end (unless the caller
+// counts nothing itself: then it stays uncounted).
 template <class Compute>
 at::Tensor output_alone(Compute compute) {
   at::Tensor out;

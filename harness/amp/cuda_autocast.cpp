@@ -18,9 +18,12 @@
 #include <ATen/CachedTensorUtils.h>
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/GradMode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <oomguard/memory/tracking_allocator.h>
@@ -120,43 +123,61 @@ bool eligible(const at::Tensor& t) {
          t.scalar_type() != at::kDouble;
 }
 
-// ---- The cast cache: PyTorch's rule, the thread's own map ----------------------------------
+// ---- The cast cache: PyTorch's rule and, as PyTorch's, one for the process ------------------
 
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+using Casts = std::unordered_map<c10::TensorImpl*, std::pair<WeakImpl, at::Tensor>>;
 
 struct CastCache {
-  std::unordered_map<c10::TensorImpl*, std::pair<WeakImpl, at::Tensor>> casts;
+  std::recursive_mutex mutex;  // recursive: a cast allocates, and allocating checks the cache
+  Casts casts;
   // A cast of `source` held by PyTorch's own cache alone: expired once clear_cache() ran.
   at::Tensor source;
   std::optional<WeakImpl> sentinel;
+  std::atomic<bool> holds{false};  // casts is not empty: what an allocation checks first
 };
 
 CastCache& cache() {
-  thread_local CastCache c;
-  return c;
+  static auto* c = new CastCache();  // never destroyed: allocations may come at exit
+  return *c;
 }
 
 // Puts a cast of a one-element CPU leaf into PyTorch's own cache (at::autocast::cached_cast on
 // the CPU device caches without CPU autocast on), uncounted: its expiry tells of clear_cache().
-void arm_sentinel(CastCache& c) {
+// False when PyTorch would not cache it (inference mode, its cache off, a CPU autocast dtype of
+// fp32): then nothing may be cached here either, or it would outlive clear_cache().
+bool arm_sentinel(CastCache& c) {
+  if (c.sentinel && !c.sentinel->expired())
+    return true;
+  const at::ScalarType cpu_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  if (cpu_dtype == at::kFloat || c10::InferenceMode::is_enabled())
+    return false;
   Uncounted uncounted;
   if (!c.source.defined())
     c.source = at::empty({1}, at::TensorOptions().dtype(at::kFloat)).requires_grad_(true);
-  at::Tensor cast = at::autocast::cached_cast(
-      at::autocast::get_autocast_dtype(at::kCPU), c.source, c10::DeviceType::CPU);
-  if (cast.unsafeGetTensorImpl() != c.source.unsafeGetTensorImpl())
+  at::Tensor cast = at::autocast::cached_cast(cpu_dtype, c.source, c10::DeviceType::CPU);
+  if (!at::caching::is_cached_tensor(c.source) &&
+      cast.unsafeGetTensorImpl() != c.source.unsafeGetTensorImpl())
     c.sentinel = WeakImpl(cast.getIntrusivePtr());
+  return c.sentinel && !c.sentinel->expired();
 }
 
-// Drops the thread's casts once PyTorch's clear_cache() has run. Called before every counted
-// allocation, so the release lands before the next byte is counted.
+// Drops the cached casts once PyTorch's clear_cache() has run. Called before every counted
+// allocation and every read of the meter, so the release lands before the next byte is
+// counted or read.
 void forget_if_cleared() {
   CastCache& c = cache();
-  if (c.casts.empty() || !c.sentinel || !c.sentinel->expired())
+  if (!c.holds.load(std::memory_order_acquire))
     return;
-  c.sentinel.reset();
-  auto dropped = std::move(c.casts);
-  c.casts.clear();
+  Casts dropped;  // released after the lock
+  {
+    std::lock_guard<std::recursive_mutex> lock(c.mutex);
+    if (!c.sentinel || !c.sentinel->expired())
+      return;
+    c.sentinel.reset();
+    dropped.swap(c.casts);
+    c.holds.store(false, std::memory_order_release);
+  }
 }
 
 at::Tensor cached_cast(const at::Tensor& arg, at::ScalarType to) {
@@ -165,19 +186,30 @@ at::Tensor cached_cast(const at::Tensor& arg, at::ScalarType to) {
   const bool can_cache = to == at::autocast::get_autocast_dtype(at::kCUDA) &&
                          arg.scalar_type() == at::kFloat && arg.requires_grad() && arg.is_leaf() &&
                          !arg.is_view() && at::autocast::is_autocast_cache_enabled() &&
-                         !at::caching::is_cached_tensor(arg);
+                         !c10::InferenceMode::is_enabled() && !at::caching::is_cached_tensor(arg);
   if (!can_cache)
     return arg.to(to);
   CastCache& c = cache();
   forget_if_cleared();
-  auto found = c.casts.find(arg.unsafeGetTensorImpl());
-  if (found != c.casts.end())
-    return found->second.second;
-  at::Tensor cast = arg.to(to);
-  if (!c.sentinel || c.sentinel->expired())
-    arm_sentinel(c);
-  c.casts.emplace(arg.unsafeGetTensorImpl(), std::make_pair(WeakImpl(arg.getIntrusivePtr()), cast));
-  return cast;
+  {
+    std::lock_guard<std::recursive_mutex> lock(c.mutex);
+    auto found = c.casts.find(arg.unsafeGetTensorImpl());
+    if (found != c.casts.end())
+      return found->second.second;
+  }
+  at::Tensor cast;
+  {
+    // As PyTorch: the copy that is kept carries its gradient even when first made without one.
+    at::AutoGradMode grad(true);
+    cast = arg.to(to);
+  }
+  std::lock_guard<std::recursive_mutex> lock(c.mutex);
+  if (!arm_sentinel(c))
+    return cast;  // clear_cache() could not be seen: not kept
+  const auto made = c.casts.emplace(
+      arg.unsafeGetTensorImpl(), std::make_pair(WeakImpl(arg.getIntrusivePtr()), cast));
+  c.holds.store(true, std::memory_order_release);
+  return made.first->second.second;  // another thread's, where it cast the same meanwhile
 }
 
 // ---- The policies, on the boxed arguments ---------------------------------------------------
@@ -198,10 +230,20 @@ void cast_value(c10::IValue& value, at::ScalarType to) {
 // The widest floating type of the eligible tensors, starting from the autocast dtype: fp32
 // wins over low precision, double is ignored (PyTorch's prioritize()).
 at::ScalarType promoted(c10::ArrayRef<c10::IValue> args) {
-  at::ScalarType to = at::autocast::get_autocast_dtype(at::kCUDA);
-  const auto widen = [&to](const at::Tensor& t) {
-    if (eligible(t) && t.scalar_type() == at::kFloat)
+  const at::ScalarType low = at::autocast::get_autocast_dtype(at::kCUDA);
+  at::ScalarType to = low;
+  const auto widen = [&to, low](const at::Tensor& t) {
+    if (!eligible(t) || to == at::kFloat)
+      return;
+    if (t.scalar_type() == at::kFloat)
       to = at::kFloat;
+    else
+      TORCH_CHECK(
+          t.scalar_type() == low,
+          "Unexpected floating ScalarType in at::autocast::prioritize: ",
+          t.scalar_type(),
+          " beside the autocast dtype ",
+          low);
   };
   for (const c10::IValue& value : args) {
     if (value.isTensor())
@@ -238,6 +280,40 @@ bool touches_stand_in(c10::ArrayRef<c10::IValue> args) {
 // softmax / log_softmax of an fp16 tensor into fp32: the card's kernel reads fp16 directly
 // (_softmax with half_to_float); the stand-in's would make an fp32 copy first. True when it
 // was computed here, its result pushed.
+// softmax / log_softmax of an fp16 tensor into fp32 on the CPU, as the card computes it: the
+// CPU has no half_to_float kernel, forward or backward, so each runs through fp32 copies that
+// are not counted; counted are the fp32 output (kept for the backward, as the card keeps it)
+// and the fp16 gradient of the input.
+struct CpuHalfToFloatSoftmax : torch::autograd::Function<CpuHalfToFloatSoftmax> {
+  static at::Tensor forward(
+      torch::autograd::AutogradContext* ctx, const at::Tensor& input, int64_t dim, bool log) {
+    at::Tensor wide;
+    {
+      Uncounted uncounted;
+      wide = input.to(at::kFloat);
+    }
+    at::Tensor result = log ? at::_log_softmax(wide, dim, false) : at::_softmax(wide, dim, false);
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["log"] = log;
+    ctx->save_for_backward({result});
+    return result;
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const at::Tensor result = ctx->get_saved_variables().at(0);
+    const int64_t dim = ctx->saved_data.at("dim").toInt();
+    const bool log = ctx->saved_data.at("log").toBool();
+    at::Tensor wide;
+    {
+      Uncounted uncounted;
+      wide = log ? at::_log_softmax_backward_data(grads.at(0), result, dim, at::kFloat)
+                 : at::_softmax_backward_data(grads.at(0), result, dim, at::kFloat);
+    }
+    return {wide.to(at::kHalf), at::Tensor(), at::Tensor()};
+  }
+};
+
 bool half_to_float_softmax(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = op.schema().name();
   const bool log = name == "aten::log_softmax";
@@ -253,13 +329,7 @@ bool half_to_float_softmax(const c10::OperatorHandle& op, torch::jit::Stack* sta
   if (stand_in() == c10::DeviceType::Meta) {
     result = log ? at::_log_softmax(input, dim, true) : at::_softmax(input, dim, true);
   } else {
-    // The CPU has no half_to_float kernel: its fp32 copy of the input is not the card's.
-    at::Tensor wide;
-    {
-      Uncounted uncounted;
-      wide = input.to(at::kFloat);
-    }
-    result = log ? at::_log_softmax(wide, dim, false) : at::_softmax(wide, dim, false);
+    result = CpuHalfToFloatSoftmax::apply(input, dim, log);
   }
   torch::jit::drop(*stack, 3);
   torch::jit::push(*stack, std::move(result));
@@ -319,6 +389,10 @@ void apply_policy(
       return;
     }
     case Policy::kFp32AppendDtype: {
+      if (!touches_stand_in(view)) {  // AutocastCUDA would not be reached
+        op.callBoxed(stack);
+        return;
+      }
       const at::ScalarType to =
           first_eligible(view) ? at::kFloat : args[0].toTensor().scalar_type();
       torch::jit::push(*stack, c10::IValue(to));
@@ -378,7 +452,11 @@ void register_emulation() {
   memory::TrackingAllocator::set_before_allocate(&forget_before_allocating);
 }
 
+thread_local int t_emulating = 0;  // emulate_cuda_autocast*() calls on this thread not ended
+
 void include_key() {
+  if (t_emulating++ > 0)
+    return;
   c10::impl::tls_set_dispatch_key_excluded(kKey, false);
   c10::impl::tls_set_dispatch_key_included(kKey, true);
 }
@@ -429,6 +507,17 @@ void emulate_cuda_autocast_on_this_thread() {
     include_key();
 }
 
+void end_cuda_autocast_emulation() {
+  if (t_emulating == 0 || --t_emulating > 0)
+    return;
+  c10::impl::tls_set_dispatch_key_included(kKey, false);
+  c10::impl::tls_set_dispatch_key_excluded(kKey, true);
+}
+
+bool emulating_here() {
+  return t_emulating > 0;
+}
+
 bool cuda_autocast_emulated() {
   return g_registered.load() && c10::impl::tls_is_dispatch_key_included(kKey) &&
          !c10::impl::tls_is_dispatch_key_excluded(kKey) &&
@@ -437,6 +526,7 @@ bool cuda_autocast_emulated() {
 
 int64_t cached_casts() {
   forget_if_cleared();
+  std::lock_guard<std::recursive_mutex> lock(cache().mutex);
   return static_cast<int64_t>(cache().casts.size());
 }
 

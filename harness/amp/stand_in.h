@@ -9,26 +9,19 @@ namespace oomguard::amp {
 
 // The device emulate_cuda_autocast() was given: kCPU or kMeta.
 c10::DeviceType stand_in();
+// Whether the emulation is on for the calling thread (emulate_cuda_autocast() there, or
+// emulate_cuda_autocast_on_this_thread(), and not ended since), CUDA autocast on or off.
+bool emulating_here();
 
 // LibTorch's CPU kernels on the stand-in: fp16 and bf16 matrix products through fp32, and
 // mixed-dtype elementwise arithmetic without the counted temporaries of TensorIterator's
-// CPU promotion (harness/amp/cpu_kernels.cpp). Replaces those CPU kernels for the process
-// (LibTorch warns once that it overrides them); every other call is LibTorch's own kernel.
+// CPU promotion (harness/amp/cpu_kernels.cpp), on a thread where the CPU path emulates.
+// Replaces those CPU kernels for the process; every other call, any other thread's, and every
+// fp32 one, is LibTorch's own kernel.
 void register_cpu_kernels();
 
-// The CPU meter off for the scope, given back as it was: what a CPU kernel makes that the
-// card's does not.
-class Uncounted {
- public:
-  Uncounted() : was_(memory::TrackingAllocator::instance().counting()) {
-    memory::TrackingAllocator::instance().set_counting(false);
-  }
-  ~Uncounted() { memory::TrackingAllocator::instance().set_counting(was_); }
-  Uncounted(const Uncounted&) = delete;
-  Uncounted& operator=(const Uncounted&) = delete;
-
- private:
-  bool was_;
-};
+// This thread's allocations uncounted for the scope: what a CPU kernel makes that the card's
+// does not.
+using Uncounted = memory::TrackingAllocator::UncountedHere;
 
 }  // namespace oomguard::amp

@@ -263,11 +263,15 @@ MeterStack::MeterStack(const MeterOptions& options)
     meter_->set_capacity(options.capacity_bytes);  // throws when the device is smaller
   } catch (...) {
     remove_observers();
+    if (device_ != "cuda")
+      amp::end_cuda_autocast_emulation();
     throw;
   }
 }
 
 MeterStack::~MeterStack() {
+  if (device_ != "cuda")
+    amp::end_cuda_autocast_emulation();
   meter_->set_capacity(0);
   remove_observers();
 }

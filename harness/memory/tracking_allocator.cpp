@@ -28,6 +28,7 @@ constexpr size_t kLargestRequest =
     static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kHeader;
 
 std::atomic<TrackingAllocator::BeforeAllocate> g_before_allocate{nullptr};
+thread_local int g_uncounted_depth = 0;  // UncountedHere guards alive on this thread
 
 void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
@@ -84,7 +85,7 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   // On Meta the header and one byte, so that each data pointer is an address of its own block
   // (no kernel reads it).
   const size_t behind = meta_ ? 1 : nbytes;
-  if (!counting_.load(std::memory_order_relaxed)) {
+  if (!counting_.load(std::memory_order_relaxed) || g_uncounted_depth > 0) {
     // The header says 0 bytes, so the free of this block changes no count either.
     void* base = c10::alloc_cpu(behind + kHeader);
     const Header header{0, 0, static_cast<int64_t>(nbytes)};
@@ -141,9 +142,24 @@ void TrackingAllocator::uncount(int64_t n, int64_t id) {
     observe_free(id);
 }
 
+TrackingAllocator::UncountedHere::UncountedHere() {
+  ++g_uncounted_depth;
+}
+
+TrackingAllocator::UncountedHere::~UncountedHere() {
+  --g_uncounted_depth;
+}
+
+bool TrackingAllocator::counted_here() {
+  return g_uncounted_depth == 0;
+}
+
 void TrackingAllocator::count_now(const c10::DataPtr& ptr) {
-  if (ptr.get_deleter() != raw_deleter() || ptr.get() == nullptr)
-    return;
+  if (ptr.get_deleter() != raw_deleter() || ptr.get() == nullptr || g_uncounted_depth > 0 ||
+      !counting_.load(std::memory_order_relaxed))
+    return;  // not this instance's, or counted by no one now
+  if (BeforeAllocate hook = g_before_allocate.load(std::memory_order_relaxed))
+    hook();
   char* base = static_cast<char*>(ptr.get()) - kHeader;
   Header header{};
   std::memcpy(&header, base, sizeof(header));

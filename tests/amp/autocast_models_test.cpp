@@ -195,7 +195,8 @@ TEST(AutocastRules, AttentionIsChosenByTheCastDtype) {
     for (const auto& rule : phase.predictions.front().rules)
       if (rule.name == "sdpa_attention")
         detail = rule.detail;
-    const std::string expected = std::string(precision) == "fp16" ? "fp16: mem-efficient" : "bf16: math";
+    const std::string expected =
+        std::string(precision) == "fp16" ? "fp16: mem-efficient" : "bf16: math";
     EXPECT_NE(detail.find(expected), std::string::npos) << precision << ": " << detail;
   }
 }

@@ -8,9 +8,11 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -36,10 +38,13 @@ class CudaAutocastTest : public ::testing::Test {
     meta::use_meta_device();
     emulate_cuda_autocast(c10::DeviceType::CPU);
   }
+  // Ends SetUp's emulation (a test that started more ends its own), the stand-in the CPU again.
   void TearDown() override {
     at::autocast::set_autocast_enabled(at::kCUDA, false);
     at::autocast::clear_cache();
     emulate_cuda_autocast(c10::DeviceType::CPU);
+    end_cuda_autocast_emulation();
+    end_cuda_autocast_emulation();
   }
 };
 
@@ -116,17 +121,31 @@ TEST_F(CudaAutocastTest, SoftmaxOfHalfIntoFloatReadsTheHalfInput) {
     memory::TrackingAllocator& tracker = device == c10::DeviceType::CPU
                                              ? cpu()
                                              : memory::TrackingAllocator::TrackingAllocator::meta();
-    const at::Tensor x = at::randn({64, 1024}, at::TensorOptions(device).dtype(at::kHalf));
-    CudaAutocast autocast(at::kHalf);
+    const at::Tensor x =
+        at::randn({64, 1024}, at::TensorOptions(device).dtype(at::kHalf)).requires_grad_();
     for (const bool log : {false, true}) {
-      const int64_t start = tracker.stats().allocated_bytes;
+      const std::string what =
+          std::string(c10::DeviceTypeName(device)) + (log ? " log_softmax" : " softmax");
+      int64_t start = tracker.stats().allocated_bytes;
       tracker.reset_peak();
-      const at::Tensor y = log ? at::log_softmax(x, 1) : at::softmax(x, 1);
+      at::Tensor y;
+      {
+        CudaAutocast autocast(at::kHalf);
+        y = log ? at::log_softmax(x, 1) : at::softmax(x, 1);
+      }
       EXPECT_EQ(y.scalar_type(), at::kFloat);
       EXPECT_EQ(tracker.stats().peak_allocated_bytes - start, 64 * 1024 * 4)
-          << c10::DeviceTypeName(device) << (log ? " log_softmax" : " softmax")
-          << ": the fp32 output alone, no fp32 copy of the input";
+          << what << ": the fp32 output alone, no fp32 copy of the input";
+      const at::Tensor grad = at::ones_like(y);
+      x.mutable_grad() = at::Tensor();
+      start = tracker.stats().allocated_bytes;
+      tracker.reset_peak();
+      y.backward(grad);
+      EXPECT_EQ(x.grad().scalar_type(), at::kHalf);
+      EXPECT_EQ(tracker.stats().peak_allocated_bytes - start, 64 * 1024 * 2)
+          << what << ": the backward writes the fp16 gradient alone";
     }
+    end_cuda_autocast_emulation();
   }
 }
 
@@ -149,6 +168,50 @@ TEST_F(CudaAutocastTest, PoliciesOtherThanLowPrecision) {
   }
 }
 
+TEST_F(CudaAutocastTest, PromotingFp16BesideBf16IsRefusedAsPyTorchRefusesIt) {
+  CudaAutocast autocast(at::kHalf);
+  const at::Tensor half = at::randn({4}).to(at::kHalf);
+  EXPECT_THROW(at::addcmul(half, half, at::randn({4}).to(at::kBFloat16)), c10::Error);
+}
+
+TEST_F(CudaAutocastTest, ACastFirstMadeWithoutGradCarriesItsGradientWhenReused) {
+  const at::Tensor w = at::randn({8, 8}).requires_grad_();
+  const at::Tensor x = at::randn({2, 8});
+  at::Tensor y;
+  {
+    CudaAutocast autocast(at::kHalf);
+    {
+      at::NoGradGuard no_grad;
+      at::mm(x, w);  // cached here, without grad mode
+    }
+    y = at::mm(x, w);
+  }
+  ASSERT_TRUE(y.requires_grad()) << "as PyTorch 2.15's cache: the kept copy has its gradient";
+  y.to(at::kFloat).sum().backward();
+  EXPECT_TRUE(w.grad().defined());
+}
+
+TEST_F(CudaAutocastTest, EndedOnTheThreadNothingIsCast) {
+  end_cuda_autocast_emulation();  // SetUp's
+  CudaAutocast autocast(at::kHalf);
+  EXPECT_FALSE(cuda_autocast_emulated());
+  EXPECT_EQ(at::mm(at::randn({2, 8}), at::randn({8, 8})).scalar_type(), at::kFloat);
+}
+
+TEST_F(CudaAutocastTest, UncountedIsThisThreadsAlone) {
+  const int64_t before = cpu().num_allocations();
+  std::thread other;
+  {
+    memory::TrackingAllocator::UncountedHere uncounted;
+    const at::Tensor here = at::empty({16}, at::kFloat);
+    other = std::thread([] { const at::Tensor there = at::empty({16}, at::kFloat); });
+    other.join();
+    EXPECT_FALSE(memory::TrackingAllocator::counted_here());
+  }
+  EXPECT_TRUE(memory::TrackingAllocator::counted_here());
+  EXPECT_EQ(cpu().num_allocations() - before, 1) << "the other thread's, counted";
+}
+
 TEST_F(CudaAutocastTest, OnMetaOnlyMetaTensorsStandForTheCards) {
   emulate_cuda_autocast(c10::DeviceType::Meta);
   CudaAutocast autocast(at::kBFloat16);
@@ -156,6 +219,7 @@ TEST_F(CudaAutocastTest, OnMetaOnlyMetaTensorsStandForTheCards) {
   EXPECT_EQ(at::linear(at::randn({2, 32}, at::kMeta), w).scalar_type(), at::kBFloat16);
   EXPECT_EQ(at::linear(at::randn({2, 32}), at::randn({8, 32})).scalar_type(), at::kFloat)
       << "a host tensor on the Meta path is not the card's";
+  end_cuda_autocast_emulation();
 }
 
 TEST_F(CudaAutocastTest, ACheckpointRecomputesInTheForwardsPrecision) {

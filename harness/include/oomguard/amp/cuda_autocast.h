@@ -22,12 +22,17 @@
 // - Values on the CPU path are computed by the CPU's own fp16 and bf16 kernels: slower than
 //   fp32, and their results are those of the CPU, not bit for bit the card's.
 //
+// - On the CPU path, fp16 and bf16 matrix products and mixed-dtype add, sub, mul and div count
+//   the card's bytes, not the CPU kernels' fp32 buffers (harness/amp/cpu_kernels.cpp).
+//
 // It is switched on by the meter (memory::MeterStack on the CPU or Meta device), for the
-// thread that built the meter; autograd's backward inherits it. Another thread that runs the
-// model calls emulate_cuda_autocast_on_this_thread(). It is not a CPU-to-GPU rule:
-// OOMGUARD_RULES=none leaves it on, as the casts are the program's own. With CUDA autocast off
-// nothing changes: no operator is cast, no byte differs. Implemented at the dispatch key
-// AutocastXLA, which LibTorch leaves empty; a program that also loads torch_xla cannot use it.
+// thread that built the meter, until the stack is destroyed; autograd's backward inherits it.
+// Another thread that runs the model calls emulate_cuda_autocast_on_this_thread(). The cast
+// cache is one for the process, as PyTorch's. It is not a CPU-to-GPU rule: OOMGUARD_RULES=none
+// leaves it on, as the casts are the program's own. With CUDA autocast off no operator is cast
+// and an fp32 run's every byte is as before. Implemented at the dispatch key AutocastXLA,
+// which LibTorch leaves empty; a program that also loads torch_xla cannot use it.
+// harness/amp/README.md has the figures against PyTorch's own.
 #include <cstdint>
 #include <optional>
 
@@ -63,12 +68,17 @@ void emulate_cuda_autocast(c10::DeviceType stand_in);
 // was given; does nothing before it was called.
 void emulate_cuda_autocast_on_this_thread();
 
+// Ends one emulate_cuda_autocast*() call of the calling thread; once all have ended, its
+// tensors are no longer cast (a MeterStack ends its own when destroyed).
+void end_cuda_autocast_emulation();
+
 // Whether CUDA autocast acts on this thread's tensors on the stand-in device: the emulation is
-// on for the thread and the program turned CUDA autocast on.
+// on for the thread and the program turned CUDA autocast on (false inside an operator the
+// emulation is casting for, as is_autocast_enabled() there).
 bool cuda_autocast_emulated();
 
-// The low-precision copies this thread's cast cache holds (weights and biases cast once per
-// autocast region), 0 after at::autocast::clear_cache().
+// The low-precision copies the cast cache holds (weights and biases cast once per autocast
+// region), 0 after at::autocast::clear_cache().
 int64_t cached_casts();
 
 }  // namespace oomguard::amp

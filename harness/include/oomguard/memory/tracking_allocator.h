@@ -51,8 +51,20 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   // Off: allocations go straight to c10's CPU allocator, uncounted and unchecked, as without
   // oomguard (what the meter costs is measured against this).
   void set_counting(bool on) { counting_.store(on); }
-  bool counting() const { return counting_.load(); }
-  // Counts from now on a block this instance handed out while counting was off, as if it were
+  // This thread's allocations, of either instance, uncounted while one lives (they nest), as
+  // with set_counting(false) but for this thread alone: what a CPU kernel makes that the card's
+  // kernel does not.
+  class UncountedHere {
+   public:
+    UncountedHere();
+    ~UncountedHere();
+    UncountedHere(const UncountedHere&) = delete;
+    UncountedHere& operator=(const UncountedHere&) = delete;
+  };
+  // False inside an UncountedHere of this thread.
+  static bool counted_here();
+  // Counts from now on a block this instance handed out uncounted (counting off, or inside an
+  // UncountedHere), as if it were
   // allocated now (observed, held to the capacity: may throw c10::OutOfMemoryError); a block
   // already counted, or another allocator's, is left as it is. What a kernel returns is
   // counted this way when its scratch is not the card's: the kernel runs uncounted, then its
@@ -82,7 +94,7 @@ class TrackingAllocator final : public c10::Allocator, public Meter {
   static void release_cpu(void* ptr);
   static void release_meta(void* ptr);
   void release(void* ptr);
-  int64_t observe_alloc(int64_t bytes);     // the allocation's id
+  int64_t observe_alloc(int64_t bytes);  // the allocation's id
   // An allocation's bytes counted (held to the capacity, observed): its id, and the allocated
   // bytes with it in `now`; settle() completes it once the block exists, uncount() takes it
   // back when the block could not be made.
