@@ -8,7 +8,7 @@
 // - add, sub, mul, div of an fp16 or bf16 tensor and an fp32 one (a residual stream, a bias
 //   added in place): on the CPU, TensorIterator makes fp32 copies of the operands (and of an
 //   in-place output) to compute in; a card's kernel casts as it reads. The kernel runs
-//   uncounted and its output is counted (memory::TrackingAllocator::count_now).
+//   uncounted and its output is counted (count_as_made_now).
 // Any other call goes to LibTorch's own CPU kernel (at::cpu::), unchanged.
 #include <initializer_list>
 #include <string>
@@ -117,8 +117,7 @@ at::Tensor output_alone(Compute compute) {
     Uncounted uncounted;
     out = compute();
   }
-  if (out.has_storage())
-    memory::TrackingAllocator::instance().count_now(out.storage().data_ptr());
+  count_as_made_now(out);
   return out;
 }
 

@@ -348,11 +348,10 @@ void call_counting_outputs(const c10::OperatorHandle& op, torch::jit::Stack* sta
     Uncounted uncounted;
     op.callBoxed(stack);
   }
-  auto& cpu = memory::TrackingAllocator::instance();
   const size_t outputs = op.schema().returns().size();
   for (size_t i = stack->size() - outputs; i < stack->size(); ++i)
-    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().has_storage())
-      cpu.count_now((*stack)[i].toTensor().storage().data_ptr());
+    if ((*stack)[i].isTensor())
+      count_as_made_now((*stack)[i].toTensor());
 }
 
 void apply_policy(

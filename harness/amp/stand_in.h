@@ -1,6 +1,7 @@
 #pragma once
 // What the CUDA autocast emulation's files share (harness/amp/): the device whose tensors stand
 // for the card's, and the CPU meter switched off for a scope.
+#include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 
 #include <oomguard/memory/tracking_allocator.h>
@@ -23,5 +24,13 @@ void register_cpu_kernels();
 // This thread's allocations uncounted for the scope: what a CPU kernel makes that the card's
 // does not.
 using Uncounted = memory::TrackingAllocator::UncountedHere;
+
+// A tensor a kernel made inside an Uncounted scope, counted from now on as if made now: the
+// kernel's output is the card's, its scratch was not (TrackingAllocator::count_now; nothing
+// when the caller counts nothing itself).
+inline void count_as_made_now(const at::Tensor& t) {
+  if (t.defined() && t.has_storage())
+    memory::TrackingAllocator::instance().count_now(t.storage().data_ptr());
+}
 
 }  // namespace oomguard::amp
