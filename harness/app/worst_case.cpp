@@ -371,8 +371,9 @@ nlohmann::json reserved_json(
        "steps tried (the seed's own among them): the allocated peaks are proven bounds, the "
        "reserved peak is the "
        "highest the search found, a lower bound on the true worst, checked against seeds; "
-       "orders are replayed with the cublas_workspace rule, not sdpa_attention, so where the "
-       "run applies the latter a replayed figure may differ from a run of that order"},
+       "orders are replayed with the cublas_workspace rule, not sdpa_attention, and keep the "
+       "CPU kernels' scratch that cpu_scratch leaves out, so where the run applies those a "
+       "replayed figure may differ from a run of that order"},
       {"orders_tried", search->orders_tried},
       {"lowest_bytes", search->lowest.result.peak_reserved_bytes},
       {"highest_bytes", search->highest.result.peak_reserved_bytes},

@@ -102,7 +102,7 @@ void add_run_options(CLI::App& app, RunArgs& args) {
       "--rules",
       args.rules,
       "with --allocator-model cuda: the CPU-to-GPU rules the model applies: all (default), "
-      "none, or names separated by commas (cublas_workspace, sdpa_attention)");
+      "none, or names separated by commas (cublas_workspace, sdpa_attention, cpu_scratch)");
   app.add_option(
       "--snapshot",
       args.snapshot_file,

@@ -34,6 +34,7 @@ ModelTarget model_target(
   t.settings = sim::AllocatorSettings::parse(alloc_conf, torch.number());
   t.workspace = sim::cublas_workspace_rule(t.sm, torch, rules);
   t.attention = rules.sdpa_attention;
+  t.cpu_scratch = rules.cpu_scratch;
   return t;
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 namespace oomguard::sim {
 namespace {
@@ -36,6 +37,7 @@ GpuRules GpuRules::parse(std::string_view text) {
   GpuRules rules;
   rules.cublas_workspace = false;
   rules.sdpa_attention = false;
+  rules.cpu_scratch = false;
   if (text == "none")
     return rules;
   size_t start = 0;
@@ -53,21 +55,39 @@ GpuRules GpuRules::parse(std::string_view text) {
       rules.cublas_workspace = true;
     else if (name == "sdpa_attention")
       rules.sdpa_attention = true;
+    else if (name == "cpu_scratch")
+      rules.cpu_scratch = true;
     else
       throw std::invalid_argument(
           "unknown rule \"" + std::string(name) +
-          "\"; known rules: cublas_workspace, sdpa_attention (or all, none)");
+          "\"; known rules: cublas_workspace, sdpa_attention, cpu_scratch (or all, none)");
   }
   return rules;
 }
 
 std::string GpuRules::names() const {
   std::string names;
-  if (cublas_workspace)
-    names = "cublas_workspace";
-  if (sdpa_attention)
-    names += names.empty() ? "sdpa_attention" : ",sdpa_attention";
+  for (const auto& [on, name] :
+       {std::pair{cublas_workspace, "cublas_workspace"},
+        std::pair{sdpa_attention, "sdpa_attention"},
+        std::pair{cpu_scratch, "cpu_scratch"}})
+    if (on)
+      names += (names.empty() ? "" : ",") + std::string(name);
   return names.empty() ? "none" : names;
+}
+
+bool is_cpu_scratch_operator(std::string_view name) {
+  constexpr std::string_view kAten = "aten::";
+  if (name.substr(0, kAten.size()) != kAten)
+    return false;
+  name.remove_prefix(kAten.size());
+  if (name.substr(0, 9) == "upsample_" || name.substr(0, 10) == "_upsample_")
+    return true;
+  for (const std::string_view op :
+       {"convolution", "convolution_backward", "mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"})
+    if (name == op)
+      return true;
+  return false;
 }
 
 const char* to_string(AttentionKernel kernel) {

@@ -8,7 +8,8 @@
 #   would, naming the phase;
 # - an evaluation-only test predicts the same run alone and after the training test (both
 #   cuBLAS workspaces taken before the first phase, the cache emptied before each test);
-# - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them);
+# - OOMGUARD_RULES=none: the rule's bytes leave the prediction (it is what adds them); without
+#   the cpu_scratch rule a convolution's CPU scratch is predicted again;
 # - a measure_steps() phase's steps searched in other orders: the worst order found, run as
 #   given (measure_steps with an order), reserves what its replay did, to the byte; a capacity
 #   the order run fits with its margin and the worst order does not fails
@@ -28,7 +29,7 @@ mkdir "$tmp/t4"
 OOMGUARD_CARD=t4 OOMGUARD_PREDICT="t4 expandable_segments:True; 12MiB" \
   OOMGUARD_REPORT_DIR="$tmp/t4" "$binary" > "$tmp/t4.txt" 2>&1 ||
   { cat "$tmp/t4.txt"; fail "the prediction tests failed on t4"; }
-grep -q "PASSED.*11 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 11 tests ran"; }
+grep -q "PASSED.*12 tests" "$tmp/t4.txt" || { cat "$tmp/t4.txt"; fail "not all 12 tests ran"; }
 grep -F "[ oomguard ] $train train: peak " "$tmp/t4.txt" ||
   { cat "$tmp/t4.txt"; fail "no figures printed for the train phase"; }
 "$here/../cli/check_outputs.sh" "$tmp"/t4/*.json
@@ -229,4 +230,13 @@ assert t4["rules"] == [], t4["rules"]
 assert int(sys.argv[2]) - t4["peak_allocated_bytes"] == 2 * 8519680, (sys.argv[2], t4)
 print("ok: OOMGUARD_RULES=none takes the workspaces' 2 x 8,519,680 B out")
 PY
+# The cpu_scratch rule switched off: the convolution's CPU scratch is in the prediction again.
+scratch=Prediction.AConvolutionsCpuScratchIsLeftOut
+if OOMGUARD_CARD=t4 OOMGUARD_RULES=cublas_workspace,sdpa_attention "$binary" \
+  --gtest_filter="$scratch" > "$tmp/scratch.txt" 2>&1; then
+  cat "$tmp/scratch.txt"; fail "$scratch passed without the cpu_scratch rule"
+fi
+grep -q "the prediction is not the output alone" "$tmp/scratch.txt" ||
+  { cat "$tmp/scratch.txt"; fail "$scratch failed for another reason without the rule"; }
+echo "ok: without the cpu_scratch rule the convolution's scratch is predicted"
 echo "ok: prediction in the GoogleTest layer"

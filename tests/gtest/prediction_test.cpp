@@ -18,6 +18,7 @@
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <gtest/gtest-spi.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/version.h>
@@ -231,6 +232,34 @@ TEST_F(Prediction, AttentionKeepsWhatTheCardsKernelKeeps) {
     }
     EXPECT_TRUE(contains(rule->detail, "2 call(s)")) << rule->detail;
   }
+}
+
+// The cpu_scratch rule: a transposed convolution on the CPU allocates scratch besides its
+// output (oneDNN's buffers, or slow_conv_transpose2d's columns); the card's kernel makes the
+// output alone, so the predicted growth of the phase is the output, in the allocator's 512 B
+// blocks. Without the rule (prediction_check.sh runs it so) the scratch is in it and this fails.
+TEST_F(Prediction, AConvolutionsCpuScratchIsLeftOut) {
+  torch::nn::ConvTranspose2d up(torch::nn::ConvTranspose2dOptions(32, 16, 4).stride(2).padding(1));
+  const at::Tensor x = at::randn({8, 32, 32, 32});
+  const PhaseResult idle = measure("idle", [] {});
+  at::Tensor y;
+  const PhaseResult forward = measure("conv_transpose", [&] {
+    torch::NoGradGuard no_grad;
+    y = up(x);
+  });
+  ASSERT_FALSE(forward.predictions.empty());
+  const int64_t output = (y.nbytes() + 511) / 512 * 512;
+  EXPECT_GT(forward.growth_bytes(), output) << "the CPU kernel allocated no scratch";
+  EXPECT_EQ(
+      forward.predictions.front().peak_allocated_bytes -
+          idle.predictions.front().peak_allocated_bytes,
+      output)
+      << "the prediction is not the output alone";
+  const auto& rules = forward.predictions.front().rules;
+  const auto rule = std::find_if(
+      rules.begin(), rules.end(), [](const auto& r) { return r.name == "cpu_scratch"; });
+  ASSERT_NE(rule, rules.end()) << "the cpu_scratch rule is not listed";
+  EXPECT_TRUE(contains(rule->detail, "aten::convolution")) << rule->detail;
 }
 
 // A backward that stops halfway through an attention call's nodes (a gradient for q alone)

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <ATen/ops/log_softmax.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
@@ -50,12 +51,11 @@ const std::vector<int64_t> k3d = {kN, kC, kS, kS, kS};
 const std::vector<int64_t> kFeatures = {kN * kL, kC * 4};  // rows of features
 
 // The CPU path's own allocations that a card does not make (module_cases.h, cpu_counts_more).
-const char* const kConvScratch =
-    "the CPU convolution's scratch (oneDNN's, or the columns of slow_conv); a card's cuDNN "
-    "takes a workspace instead, not modelled";
-const char* const kRnnWorkspace = "oneDNN's RNN workspace, where a card has cuDNN's reserve";
-const char* const kUpsampleCopies =
-    "the CPU kernel's copies of the input and the output; a card's kernel writes the output";
+// (A CPU kernel's scratch, which the card's kernel does not allocate, is left out by the
+// cpu_scratch rule: convolutions, upsampling, oneDNN's LSTM.)
+const char* const kRnnWorkspace =
+    "oneDNN's LSTM workspace, kept for backward (Meta runs LibTorch's LSTM of pointwise ops); a "
+    "card keeps cuDNN's reserve space instead, whose size needs a GPU to measure";
 const char* const kTemplateLayer =
     "the layer its options keep, never moved by to(): on the CPU in a GPU run, counted by the "
     "CPU path";
@@ -181,31 +181,25 @@ void convolutions(std::vector<Case>& out) {
   const std::string f = "conv";
   out.push_back(unary_case(
       "Conv1d", f, [] { return nn::Conv1d(nn::Conv1dOptions(kC, 2 * kC, 3).padding(1)); }, k1d));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "Conv2d", f, [] { return nn::Conv2d(nn::Conv2dOptions(kC, 2 * kC, 3).padding(1)); }, k2d));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "Conv3d", f, [] { return nn::Conv3d(nn::Conv3dOptions(kC, 2 * kC, 3).padding(1)); }, k3d));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "ConvTranspose1d",
       f,
       [] { return nn::ConvTranspose1d(nn::ConvTranspose1dOptions(kC, 2 * kC, 3).stride(2)); },
       k1d));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "ConvTranspose2d",
       f,
       [] { return nn::ConvTranspose2d(nn::ConvTranspose2dOptions(kC, 2 * kC, 3).stride(2)); },
       k2d));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "ConvTranspose3d",
       f,
       [] { return nn::ConvTranspose3d(nn::ConvTranspose3dOptions(kC, 2 * kC, 3).stride(2)); },
       k3d));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "Fold",
       "fold",
@@ -616,8 +610,6 @@ void upsamplings(std::vector<Case>& out) {
           return nn::Upsample(o);
         },
         *m.shape));
-    if (std::string(m.name) == "Upsample_nearest" || std::string(m.name) == "Upsample_bilinear")
-      counts_more(out, kUpsampleCopies);
   }
 }
 
@@ -853,7 +845,7 @@ void containers(std::vector<Case>& out) {
 }
 
 // Models of several modules, each a step of a real network: a conv net with batch norm, a
-// transformer of TransformerEncoderLayers, and an LSTM language model.
+// transformer of TransformerEncoderLayers, an LSTM language model and a GAN.
 struct ConvNetImpl : nn::Module {
   ConvNetImpl() {
     features = register_module(
@@ -888,19 +880,68 @@ struct LstmLmImpl : nn::Module {
 };
 TORCH_MODULE(LstmLm);
 
+// A GAN's generator step: noise up to 28 x 28 through transposed convolutions with batch
+// norm, judged by a discriminator of strided convolutions, with binary cross-entropy.
+struct GanImpl : nn::Module {
+  GanImpl() {
+    const auto up = [](int64_t in, int64_t out, int64_t k, int64_t s, int64_t p) {
+      return nn::ConvTranspose2d(
+          nn::ConvTranspose2dOptions(in, out, k).stride(s).padding(p).bias(false));
+    };
+    const auto down = [](int64_t in, int64_t out, int64_t k, int64_t s, int64_t p) {
+      return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(s).padding(p).bias(false));
+    };
+    const auto leaky = [] { return nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2)); };
+    generator = register_module(
+        "generator",
+        nn::Sequential(
+            up(64, 128, 4, 1, 0),
+            nn::BatchNorm2d(128),
+            nn::ReLU(),
+            up(128, 64, 3, 2, 1),
+            nn::BatchNorm2d(64),
+            nn::ReLU(),
+            up(64, 32, 4, 2, 1),
+            nn::BatchNorm2d(32),
+            nn::ReLU(),
+            up(32, 1, 4, 2, 1),
+            nn::Tanh()));
+    discriminator = register_module(
+        "discriminator",
+        nn::Sequential(
+            down(1, 32, 4, 2, 1),
+            leaky(),
+            down(32, 64, 4, 2, 1),
+            nn::BatchNorm2d(64),
+            leaky(),
+            down(64, 128, 4, 2, 1),
+            nn::BatchNorm2d(128),
+            leaky(),
+            down(128, 1, 3, 1, 0),
+            nn::Sigmoid()));
+  }
+  at::Tensor forward(const at::Tensor& noise) {
+    const at::Tensor judged = discriminator->forward(generator->forward(noise)).view({-1});
+    return bce(judged, at::ones_like(judged));
+  }
+  nn::Sequential generator{nullptr}, discriminator{nullptr};
+  nn::BCELoss bce;
+};
+TORCH_MODULE(Gan);
+
 void models(std::vector<Case>& out) {
   const std::string f = "model";
   out.push_back(unary_case("ConvNet_with_BatchNorm", f, [] { return ConvNet(); }, {16, 3, 32, 32}));
-  counts_more(out, kConvScratch);
   out.push_back(unary_case(
       "Transformer_of_TransformerEncoderLayers",
       f,
       [] {
-        return nn::TransformerEncoder(nn::TransformerEncoderOptions(
-            nn::TransformerEncoderLayerOptions(2 * kModel, 4).dim_feedforward(8 * kModel), 2));
+        const auto layer =
+            nn::TransformerEncoderLayerOptions(2 * kModel, 4).dim_feedforward(8 * kModel);
+        return nn::Sequential(
+            nn::TransformerEncoderLayer(layer), nn::TransformerEncoderLayer(layer));
       },
       {kL * 2, kN, 2 * kModel}));
-  counts_more(out, kTemplateLayer);
   out.push_back(
       {"LSTM_language_model",
        f,
@@ -913,6 +954,7 @@ void models(std::vector<Case>& out) {
        "",
        ""});
   counts_more(out, kRnnWorkspace);
+  out.push_back(unary_case("GAN_generator_step", f, [] { return Gan(); }, {kN * 16, 64, 1, 1}));
 }
 
 }  // namespace

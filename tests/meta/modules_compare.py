@@ -18,16 +18,19 @@ CARD = "t4"
 
 HEADER = """# torch::nn on the Meta device
 
-Every module of LibTorch's torch::nn (`torch/nn/modules/`), and three models made of them (a
+Every module of LibTorch's torch::nn (`torch/nn/modules/`), and four models made of them (a
 conv net with batch norm, a transformer of `TransformerEncoderLayer`s, an LSTM language
-model), made on the CPU and moved with `to(device())`, trained a step (forward, backward)
+model, a GAN's generator step), made on the CPU and moved with `to(device())`, trained a step (forward, backward)
 under `OOMGUARD_DEVICE=meta`. Written by
 the test `meta.every_torch_nn_module` (`tests/meta/modules_check.sh`, the cases in
 `tests/meta/module_cases.cpp`), which also holds each case that runs to the CPU path: the
 same output and gradient shapes, and the T4's predicted peaks, phase by phase, within
-1% + 64 KiB; where the note says the CPU path counts more (a CPU kernel's scratch, a tensor
-kept on the CPU that a card never holds), Meta is held to at most the CPU path's figures.
-`OOMGUARD_WRITE_TABLE=1` writes this file again.
+1% + 64 KiB; where the note says the CPU path counts more (a tensor kept on the CPU that a
+card never holds, oneDNN's LSTM workspace), Meta is held to at most the CPU path's figures.
+What a CPU kernel allocates besides its outputs and a card's kernel does not (convolutions'
+oneDNN buffers and im2col columns, the upsampling kernels' copies, oneDNN's LSTM scratch) is
+left out of the CPU path's prediction by the `cpu_scratch` rule
+(`harness/memory/rules/cpu_scratch.cpp`). `OOMGUARD_WRITE_TABLE=1` writes this file again.
 
 A module refused on Meta stops at the operator named, with a message naming it
 (`oomguard::meta::refused_operator`): a value read that decides a size.

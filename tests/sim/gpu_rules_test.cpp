@@ -131,7 +131,9 @@ TEST(Attention, FlashNeedsAnAmpereOrLaterCardHalfPrecisionAndNoMask) {
 }
 
 TEST(GpuRulesSwitch, AllNoneOrNamesAndUnknownNamesAreRefused) {
-  EXPECT_EQ(GpuRules::parse("all").names(), "cublas_workspace,sdpa_attention");
+  EXPECT_EQ(GpuRules::parse("all").names(), "cublas_workspace,sdpa_attention,cpu_scratch");
+  EXPECT_EQ(
+      GpuRules::parse("cpu_scratch, cublas_workspace").names(), "cublas_workspace,cpu_scratch");
   EXPECT_EQ(GpuRules::parse("none").names(), "none");
   EXPECT_EQ(GpuRules::parse("sdpa_attention").names(), "sdpa_attention");
   EXPECT_EQ(
@@ -143,6 +145,21 @@ TEST(GpuRulesSwitch, AllNoneOrNamesAndUnknownNamesAreRefused) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("unknown rule \"flash\""), std::string::npos) << e.what();
   }
+}
+
+TEST(CpuScratch, TheOperatorsWhoseCpuKernelsAllocateScratch) {
+  for (const char* name :
+       {"aten::convolution",
+        "aten::convolution_backward",
+        "aten::mkldnn_rnn_layer",
+        "aten::mkldnn_rnn_layer_backward",
+        "aten::upsample_nearest2d",
+        "aten::upsample_bilinear2d_backward",
+        "aten::_upsample_nearest_exact1d"})
+    EXPECT_TRUE(is_cpu_scratch_operator(name)) << name;
+  for (const char* name :
+       {"aten::conv2d", "aten::mm", "aten::lstm", "aten::upsample", "convolution", "aten::", ""})
+    EXPECT_FALSE(is_cpu_scratch_operator(name)) << name;
 }
 
 }  // namespace

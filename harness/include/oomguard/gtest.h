@@ -38,7 +38,7 @@
 //                          (default 32; 0: none, and the process is not recorded for it)
 //   OOMGUARD_RULES         the CPU-to-GPU rules the model applies: all (default), none, or
 //                          names (<oomguard/sim/gpu_rules.h>: cublas_workspace,
-//                          sdpa_attention)
+//                          sdpa_attention, cpu_scratch)
 //   OOMGUARD_SEED          the seed of every test; else a counter per test in
 //                          OOMGUARD_SEED_COUNTER_DIR, so `ctest --repeat until-fail:N`
 //                          tries a new seed each time

@@ -11,7 +11,8 @@ int64_t card_only_id() {
 
 std::vector<std::unique_ptr<GpuRule>> make_rules(RuleModels& models) {
   using Factory = std::unique_ptr<GpuRule> (*)(RuleModels&);
-  static constexpr Factory kRules[] = {cublas_workspace_rule, sdpa_attention_rule};
+  static constexpr Factory kRules[] = {
+      cublas_workspace_rule, sdpa_attention_rule, cpu_scratch_rule};
   std::vector<std::unique_ptr<GpuRule>> rules;
   for (const Factory make : kRules)
     if (std::unique_ptr<GpuRule> rule = make(models))

@@ -74,6 +74,7 @@ std::vector<std::unique_ptr<GpuRule>> make_rules(RuleModels& models);
 // The rules, one file each: null where no target applies it.
 std::unique_ptr<GpuRule> cublas_workspace_rule(RuleModels& models);  // cublas_workspace.cpp
 std::unique_ptr<GpuRule> sdpa_attention_rule(RuleModels& models);    // sdpa_attention.cpp
+std::unique_ptr<GpuRule> cpu_scratch_rule(RuleModels& models);       // cpu_scratch.cpp
 
 // The cuBLAS workspaces target `i`'s model holds; all false and 0 when `rule` is not the
 // cublas_workspace rule.

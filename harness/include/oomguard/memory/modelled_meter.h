@@ -35,7 +35,8 @@ struct ModelTarget {
   sim::TorchVersion torch;   // the LibTorch whose choices the rules follow
   // The cuBLAS workspace rule: bytes_per_handle 0 when the rule is off.
   sim::CublasWorkspace workspace;
-  bool attention = false;  // the sdpa_attention rule (sim::cuda_attention)
+  bool attention = false;    // the sdpa_attention rule (sim::cuda_attention)
+  bool cpu_scratch = false;  // the cpu_scratch rule (sim::is_cpu_scratch_operator)
 
   // "t4", "t4 expandable_segments:True", "12GiB": the card or capacity, then the settings.
   std::string label() const;

@@ -23,12 +23,14 @@ struct RuleEffect {
 struct GpuRules {
   bool cublas_workspace = true;
   bool sdpa_attention = true;
+  bool cpu_scratch = true;
 
   // "all", "none", or rule names separated by commas ("cublas_workspace,sdpa_attention"):
   // the rules to apply. Throws std::invalid_argument naming an unknown rule and listing the
   // known ones.
   static GpuRules parse(std::string_view text);
-  // The rules' names, comma-separated ("cublas_workspace,sdpa_attention"), or "none".
+  // The rules' names, comma-separated ("cublas_workspace,sdpa_attention,cpu_scratch"), or
+  // "none".
   std::string names() const;
 };
 
@@ -112,5 +114,16 @@ struct AttentionPlan {
 // The kernel a CUDA card of compute capability `sm` picks for `call`, and what it allocates
 // besides its output (which is the CPU kernel's size).
 AttentionPlan cuda_attention(const AttentionCall& call, int sm, TorchVersion torch);
+
+// CPU kernels' scratch (the cpu_scratch rule): where the CPU path runs a kernel that
+// allocates buffers the card's kernel for the same operator does not, only the operator's
+// outputs are the card's. On the CPU, aten::convolution and convolution_backward run oneDNN
+// (its scratchpad and reordered copies) or slow_conv2d / slow_conv_transpose (im2col columns),
+// where cuDNN allocates the outputs and a workspace it frees at the kernel's end (not
+// modelled: its size depends on the algorithm cuDNN picks on the card);
+// aten::mkldnn_rnn_layer and its backward (LSTM on the CPU) allocate oneDNN's scratch besides
+// the workspace they keep for backward; the upsampling kernels (aten::upsample_*,
+// _upsample_*) copy their input and output. True for those operators' names.
+bool is_cpu_scratch_operator(std::string_view name);
 
 }  // namespace oomguard::sim

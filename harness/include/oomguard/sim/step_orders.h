@@ -24,7 +24,8 @@
 // steps or put one in another's place, keeping each move that does not lower the peak, until
 // 8 in a row fail to raise it; until the budget of orders is spent. The highest found is a
 // lower bound on the true worst; what PyTorch's allocator does with streams is not in it, nor
-// the sdpa_attention rule (its bytes are not in the trace).
+// the sdpa_attention rule (its bytes are not in the trace); the CPU kernels' scratch that
+// the cpu_scratch rule leaves out is in it.
 #include <cstddef>
 #include <cstdint>
 #include <string>
