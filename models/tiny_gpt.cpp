@@ -29,10 +29,10 @@ int64_t block_saved_bytes_per_token(const TinyGPTConfig& config, int64_t T) {
 // Attention
 // ---------------------------------------------------------------------------------------
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const TinyGPTConfig& config, c10::Device device)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const TinyGPTConfig& config)
     : heads_(config.heads), dropout_(config.attention_dropout) {
-  qkv_ = register_module("qkv", Linear(config.d_model, 3 * config.d_model, device));
-  proj_ = register_module("proj", Linear(config.d_model, config.d_model, device));
+  qkv_ = register_module("qkv", torch::nn::Linear(config.d_model, 3 * config.d_model));
+  proj_ = register_module("proj", torch::nn::Linear(config.d_model, config.d_model));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(
@@ -68,15 +68,15 @@ torch::Tensor CausalSelfAttentionImpl::forward(
 // Block
 // ---------------------------------------------------------------------------------------
 
-BlockImpl::BlockImpl(const TinyGPTConfig& config, int64_t index, c10::Device device)
+BlockImpl::BlockImpl(const TinyGPTConfig& config, int64_t index)
     : attn_tag_("block" + std::to_string(index) + ".attn"),
       mlp_tag_("block" + std::to_string(index) + ".mlp") {
   const int64_t C = config.d_model;
-  norm1_ = register_module("norm1", LayerNorm(C, device));
-  attn_ = register_module("attn", CausalSelfAttention(config, device));
-  norm2_ = register_module("norm2", LayerNorm(C, device));
-  fc_ = register_module("fc", Linear(C, config.mlp_ratio * C, device));
-  out_ = register_module("out", Linear(config.mlp_ratio * C, C, device));
+  norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  attn_ = register_module("attn", CausalSelfAttention(config));
+  norm2_ = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  fc_ = register_module("fc", torch::nn::Linear(C, config.mlp_ratio * C));
+  out_ = register_module("out", torch::nn::Linear(config.mlp_ratio * C, C));
   drop_ = register_module("drop", torch::nn::Dropout(config.dropout));
 }
 
@@ -94,7 +94,7 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, KVCache* cache, int64_t
 // TinyGPT
 // ---------------------------------------------------------------------------------------
 
-TinyGPTImpl::TinyGPTImpl(const TinyGPTConfig& config, c10::Device device) : config_(config) {
+TinyGPTImpl::TinyGPTImpl(const TinyGPTConfig& config) : config_(config) {
   TORCH_CHECK(
       config.d_model % config.heads == 0,
       "TinyGPT: heads (",
@@ -102,14 +102,15 @@ TinyGPTImpl::TinyGPTImpl(const TinyGPTConfig& config, c10::Device device) : conf
       ") must divide d_model (",
       config.d_model,
       ")");
-  tok_ = register_module("tok", Embedding(config.vocab_size, config.d_model, device));
-  pos_ = register_module("pos", Embedding(config.max_seq_len, config.d_model, device));
+  tok_ = register_module("tok", torch::nn::Embedding(config.vocab_size, config.d_model));
+  pos_ = register_module("pos", torch::nn::Embedding(config.max_seq_len, config.d_model));
   drop_ = register_module("drop", torch::nn::Dropout(config.dropout));
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < config.layers; ++l) {
-    blocks_->push_back(Block(config, l, device));
+    blocks_->push_back(Block(config, l));
   }
-  norm_ = register_module("norm", LayerNorm(config.d_model, device));
+  norm_ =
+      register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})));
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
     if (p.key().find("weight") != std::string::npos && p.value().dim() == 2) {

@@ -1,5 +1,7 @@
 #pragma once
-// TinyGPT: a decoder-only transformer (pre-norm blocks, tied LM head).
+// TinyGPT: a decoder-only transformer (pre-norm blocks, tied LM head) of torch::nn modules,
+// made as any torch::nn model is: on the CPU and moved with to(device), or on the Meta device
+// from its shapes alone within a meta::MakeOnMeta (<oomguard/meta/meta_device.h>).
 // Shapes: B batch, T time, C d_model, H heads, Dh = C / H, V vocab.
 #include <cstdint>
 #include <string>
@@ -8,10 +10,12 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <oomguard/models/kv_cache.h>
-#include <oomguard/models/layers.h>
 
 namespace oomguard::models {
 
@@ -47,39 +51,40 @@ int64_t block_saved_bytes_per_token(const TinyGPTConfig& config, int64_t T);
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  CausalSelfAttentionImpl(const TinyGPTConfig& config, c10::Device device);
+  explicit CausalSelfAttentionImpl(const TinyGPTConfig& config);
   // x [B, T, C] -> [B, T, C]. With a cache, attends to the cached positions too.
   torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
 
  private:
   int64_t heads_;
   double dropout_;
-  Linear qkv_{nullptr};
-  Linear proj_{nullptr};
+  torch::nn::Linear qkv_{nullptr};
+  torch::nn::Linear proj_{nullptr};
 };
 TORCH_MODULE(CausalSelfAttention);
 
 class BlockImpl : public torch::nn::Module {
  public:
   // `index`: the block's place in the model, which names its allocations ("block2.attn").
-  BlockImpl(const TinyGPTConfig& config, int64_t index, c10::Device device);
+  BlockImpl(const TinyGPTConfig& config, int64_t index);
   torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr, int64_t layer = 0);
 
  private:
   std::string attn_tag_, mlp_tag_;
-  LayerNorm norm1_{nullptr};
-  LayerNorm norm2_{nullptr};
+  torch::nn::LayerNorm norm1_{nullptr};
+  torch::nn::LayerNorm norm2_{nullptr};
   CausalSelfAttention attn_{nullptr};
-  Linear fc_{nullptr};
-  Linear out_{nullptr};
+  torch::nn::Linear fc_{nullptr};
+  torch::nn::Linear out_{nullptr};
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(Block);
 
 class TinyGPTImpl : public torch::nn::Module {
  public:
-  // Its parameters are made on `device` (the Meta device's: shapes alone, nothing on the CPU).
-  explicit TinyGPTImpl(const TinyGPTConfig& config, c10::Device device = c10::kCPU);
+  // Its parameters are made where torch::nn makes them: on the CPU, or on Meta within a
+  // meta::MakeOnMeta. Throws c10::Error when heads do not divide d_model.
+  explicit TinyGPTImpl(const TinyGPTConfig& config);
   // ids [B, T] -> logits [B, T, V].
   torch::Tensor forward(const torch::Tensor& ids);
   // Decode path: ids [B, t] are the next t positions after cache.length(); logits [B, t, V].
@@ -98,11 +103,11 @@ class TinyGPTImpl : public torch::nn::Module {
   torch::Tensor run(const torch::Tensor& ids, KVCache* cache, bool last_only);
 
   TinyGPTConfig config_;
-  Embedding tok_{nullptr};
-  Embedding pos_{nullptr};
+  torch::nn::Embedding tok_{nullptr};
+  torch::nn::Embedding pos_{nullptr};
   torch::nn::Dropout drop_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
-  LayerNorm norm_{nullptr};
+  torch::nn::LayerNorm norm_{nullptr};
 };
 TORCH_MODULE(TinyGPT);
 

@@ -144,10 +144,14 @@ void run_phases(
 
   models::TinyGPTConfig model_config = config.model;
   model_config.vocab_size = data::kVocabSize;
-  // On the Meta device the model is made there: it never exists on the CPU.
-  models::TinyGPT model(
-      model_config,
-      options.device.type == memory::DeviceKind::kMeta ? c10::Device(c10::kMeta) : c10::kCPU);
+  // Made as a user's torch::nn model is: on the CPU and moved to the card; on the Meta device
+  // made there (meta::MakeOnMeta), so it never exists on the CPU.
+  models::TinyGPT model = [&] {
+    if (options.device.type != memory::DeviceKind::kMeta)
+      return models::TinyGPT(model_config);
+    const meta::MakeOnMeta on_meta;
+    return models::TinyGPT(model_config);
+  }();
   if (options.device.type == memory::DeviceKind::kCuda)
     model->to(c10::Device(c10::kCUDA, 0));
   phases::FusedAdamW optimizer(

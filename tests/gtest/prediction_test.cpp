@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest-spi.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/conv.h>
@@ -28,7 +30,6 @@
 #include <oomguard/memory/budgets.h>
 #include <oomguard/memory/cards.h>
 #include <oomguard/memory/tracking_allocator.h>
-#include <oomguard/models/layers.h>
 #include <oomguard/sim/gpu_rules.h>
 
 namespace oomguard::testing {
@@ -375,12 +376,23 @@ PhaseResult train_mlp(Linear& in, Linear& out) {
   });
 }
 
+// A layer of your own whose parameters are made on a device given: a weight and a bias of
+// torch::nn::Linear's shapes.
+struct LinearOnImpl : torch::nn::Module {
+  LinearOnImpl(int64_t in, int64_t out, c10::Device where)
+      : weight(register_parameter("weight", at::randn({out, in}, at::device(where)) * 0.02)),
+        bias(register_parameter("bias", at::zeros({out}, at::device(where)))) {}
+  at::Tensor forward(const at::Tensor& x) { return at::addmm(bias, x, weight.t()); }
+  at::Tensor weight, bias;
+};
+TORCH_MODULE(LinearOn);
+
 // A model made on device(): under OOMGUARD_DEVICE=meta it exists as shapes alone, and the
 // layer predicts the card from them; prediction_check.sh runs this test on the CPU and on the
 // Meta device and finds the same prediction.
 TEST_F(Prediction, AModelMadeOnTheDeviceIsPredictedFromItsShapes) {
   const c10::Device where = device();
-  models::Linear in(512, 2048, where), out(2048, 512, where);
+  LinearOn in(512, 2048, where), out(2048, 512, where);
   const PhaseResult phase = train_mlp(in, out);
   ASSERT_FALSE(phase.predictions.empty());
   const char* asked = env("OOMGUARD_DEVICE");

@@ -1,7 +1,6 @@
 // models/: TinyGPT shapes and the KV-cache decode path.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <utility>
 #include <vector>
 
@@ -10,11 +9,7 @@
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
-#include <ATen/ops/equal.h>
 #include <torch/csrc/autograd/grad_mode.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <oomguard/memory/tracking_allocator.h>
 #include <oomguard/meta/meta_device.h>
@@ -93,7 +88,7 @@ TEST_F(TinyGPTTest, BlockKeepsThePredictedBytesForBackward) {
     TinyGPTConfig c = testing::small_model_config();
     c.dropout = dropout;
     c.attention_dropout = attention_dropout;
-    Block block(c, 0, c10::kCPU);
+    Block block(c, 0);
     block->train();
     constexpr int64_t B = 2, T = 24;
     const auto x = at::randn({B, T, c.d_model}).requires_grad_(true);
@@ -120,59 +115,8 @@ TEST_F(TinyGPTTest, HeadIsTiedToTheEmbedding) {
   EXPECT_EQ(n, 258 * C + 64 * C + 2 * block + 2 * C);
 }
 
-// TinyGPT's layers (models/layers.h) make what torch::nn's make, in the same order, with the
-// same draws: a CPU run's figures and values do not depend on which is used.
-TEST_F(TinyGPTTest, LayersMakeWhatTorchNnMakes) {
-  const auto made = [](const std::function<torch::nn::Module()>& build) {
-    memory::TrackingAllocator& cpu = memory::TrackingAllocator::instance();
-    at::manual_seed(7);
-    const int64_t before = cpu.total_allocated_bytes();
-    const torch::nn::Module m = build();
-    return std::make_pair(m.named_parameters(), cpu.total_allocated_bytes() - before);
-  };
-  const auto compare = [&](const std::function<torch::nn::Module()>& ours,
-                           const std::function<torch::nn::Module()>& theirs,
-                           const char* what) {
-    const auto [a, a_bytes] = made(ours);
-    const auto [b, b_bytes] = made(theirs);
-    EXPECT_EQ(a_bytes, b_bytes) << what;
-    ASSERT_EQ(a.keys(), b.keys()) << what;
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(at::equal(a[i].value(), b[i].value())) << what << " " << a[i].key();
-  };
-  compare(
-      [] { return *Linear(24, 40, c10::kCPU); },
-      [] { return *torch::nn::Linear(24, 40); },
-      "Linear");
-  // Forward and backward allocate as torch::nn's do, a 3-D input (matmul, the bias added in
-  // place) and a 2-D one (addmm): the same count and bytes.
-  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{4, 9, 24}, {9, 24}}) {
-    const auto allocations = [&](const std::function<at::Tensor(const at::Tensor&)>& layer) {
-      memory::TrackingAllocator& cpu = memory::TrackingAllocator::instance();
-      const at::Tensor x = at::randn(shape).requires_grad_(true);
-      const int64_t n = cpu.num_allocations(), bytes = cpu.total_allocated_bytes();
-      layer(x).sum().backward();
-      return std::make_pair(cpu.num_allocations() - n, cpu.total_allocated_bytes() - bytes);
-    };
-    Linear ours(24, 40, c10::kCPU);
-    torch::nn::Linear theirs(24, 40);
-    EXPECT_EQ(
-        allocations([&](const at::Tensor& x) { return ours->forward(x); }),
-        allocations([&](const at::Tensor& x) { return theirs->forward(x); }))
-        << shape.size() << "-D input";
-  }
-  compare(
-      [] { return *Embedding(50, 16, c10::kCPU); },
-      [] { return *torch::nn::Embedding(50, 16); },
-      "Embedding");
-  compare(
-      [] { return *LayerNorm(16, c10::kCPU); },
-      [] { return *torch::nn::LayerNorm(torch::nn::LayerNormOptions({16})); },
-      "LayerNorm");
-}
-
-// On the Meta device TinyGPT exists without the CPU: its parameters are Meta tensors, counted
-// by the Meta allocator, and nothing of their size is allocated on the CPU.
+// Made within a MakeOnMeta, TinyGPT exists without the CPU: its parameters are Meta tensors,
+// counted by the Meta allocator, and nothing of their size is allocated on the CPU.
 TEST_F(TinyGPTTest, OnTheMetaDeviceItIsShapesAlone) {
   meta::use_meta_device();
   memory::TrackingAllocator& cpu = memory::TrackingAllocator::instance();
@@ -182,7 +126,10 @@ TEST_F(TinyGPTTest, OnTheMetaDeviceItIsShapesAlone) {
   TinyGPTConfig big = testing::small_model_config();
   big.d_model = 1024;
   big.heads = 16;
-  TinyGPT model(big, c10::Device(c10::kMeta));
+  TinyGPT model = [&] {
+    const meta::MakeOnMeta on_meta;
+    return TinyGPT(big);
+  }();
   int64_t bytes = 0;
   for (const auto& p : model->parameters()) {
     EXPECT_TRUE(p.is_meta());
