@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# bad_inputs.sh OOMGUARD TWO_ALLOC_CONF_VARIABLES: every bad input exits 2 with one line on
-# stderr that names it, before anything runs.
+# bad_inputs.sh OOMGUARD CLI_FORKS TWO_ALLOC_CONF_VARIABLES: every bad input exits 2 with one
+# line on stderr that names it, before anything runs. The cases run through CLI_FORKS
+# (tests/cli/cli_forks.cpp: the command line in a process forked per case, LibTorch started
+# once), the first three through OOMGUARD itself too, which must answer each alike; the cases
+# of the environment run OOMGUARD alone.
 set -u
 cli=$1
-two_alloc_conf_variables=$2  # 1 where this LibTorch reads two allocator variables (2.9+)
+forks=$2
+two_alloc_conf_variables=$3  # 1 where this LibTorch reads two allocator variables (2.9+)
 # No CUDA device, even on a GPU machine: --device cuda must then be refused.
 export CUDA_VISIBLE_DEVICES=
 dir=$(mktemp -d)
@@ -83,10 +87,26 @@ cases=(
   "repeat --jobs 2 on CUDA|repeat -n 2 --jobs 2 --device cuda"
 )
 failed=0
-for c in "${cases[@]}"; do
+for c in "${cases[@]}"; do printf '%s\n' "${c#*|}"; done > "$dir/cases.txt"
+"$forks" "$cli" < "$dir/cases.txt" > "$dir/results.txt" ||
+  { echo "FAIL: $forks exited $?"; exit 1; }
+[ "$(wc -l < "$dir/results.txt")" = "${#cases[@]}" ] ||
+  { echo "FAIL: $forks answered $(wc -l < "$dir/results.txt") of ${#cases[@]} cases"; exit 1; }
+i=0
+while IFS=$'\t' read -r rc err; do
+  c=${cases[$i]}
+  i=$((i + 1))
   want=${c%%|*}
   read -r -a args <<< "${c#*|}"
-  err=$("$cli" "${args[@]}" 2>&1 >/dev/null); rc=$?
+  err=${err//\\n/$'\n'}
+  err=${err%$'\n'}
+  if [ "$i" -le 3 ]; then  # the executable itself answers as its forked cli_main did
+    real=$("$cli" "${args[@]}" 2>&1 >/dev/null < /dev/null); real_rc=$?
+    if [ "$real_rc" != "$rc" ] || [ "$real" != "$err" ]; then
+      echo "FAIL: oomguard ${args[*]}: exit $real_rc, $real; forked: exit $rc, $err"
+      failed=1
+    fi
+  fi
   lines=$(printf '%s\n' "$err" | grep -c .)
   if [ "$rc" != 2 ] || [ "$lines" != 1 ] || [[ "$err" != *"$want"* ]]; then
     echo "FAIL: oomguard ${args[*]}: exit $rc, $lines line(s): $err"
@@ -94,7 +114,7 @@ for c in "${cases[@]}"; do
   else
     echo "ok: ${args[*]} -> $err"
   fi
-done
+done < "$dir/results.txt"
 # The device from the environment, as the GoogleTest layer reads it: a bad one is named, and
 # cuda without a usable device says why.
 for c in "OOMGUARD_DEVICE=tpu|OOMGUARD_DEVICE: device tpu" "OOMGUARD_DEVICE=cuda|OOMGUARD_DEVICE: device cuda: "; do
