@@ -1,11 +1,12 @@
-// oomguard_cli_forks OOMGUARD < CASES: runs the command line's cli_main once per line of
-// CASES (its arguments, split at spaces as the shell's `read -a` splits them), each in a
-// process forked from this one, and prints one line per case: its exit code, a tab, and what
-// it wrote to stderr with each newline written as \n. LibTorch starts once, here, instead of
-// once per case (about 0.5 s each): the checks of many bad inputs (tests/cli/bad_inputs.sh)
-// take a second instead of a minute. Each case is still a process of its own, with the exit
-// code and stderr that `oomguard` itself gives (entry.cpp calls cli_main and nothing else);
-// OOMGUARD is its argv[0], what `repeat` starts its runs from.
+// oomguard_cli_forks [--stdout] OOMGUARD < CASES: runs the command line's cli_main once per
+// line of CASES (its arguments, split at spaces as the shell's `read -a` splits them), each
+// in a process forked from this one, and prints one line per case as soon as it ends: its
+// exit code, a tab, and what it wrote to stderr (--stdout: to stdout and stderr, as 2>&1
+// takes them) with each newline written as \n. A script can keep it as a coprocess. LibTorch starts
+// once, here, instead of once per case (about 0.5 s each): the checks of many bad inputs
+// (tests/cli/bad_inputs.sh) take a second instead of a minute. Each case is still a process of its
+// own, with the exit code and stderr that `oomguard` itself gives (entry.cpp calls cli_main and
+// nothing else); OOMGUARD is its argv[0], what `repeat` starts its runs from.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +22,7 @@ namespace {
 
 // Runs cli_main on `args` in a child; returns its exit code (128 + signal when killed) and
 // sets `err` to its stderr.
-int run_forked(std::vector<std::string> args, std::string& err) {
+int run_forked(std::vector<std::string> args, bool with_stdout, std::string& err) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) {
     std::perror("oomguard_cli_forks: pipe");
@@ -36,8 +37,10 @@ int run_forked(std::vector<std::string> args, std::string& err) {
   if (child == 0) {
     close(pipe_fds[0]);
     dup2(pipe_fds[1], STDERR_FILENO);
+    if (with_stdout)
+      dup2(pipe_fds[1], STDOUT_FILENO);
     close(pipe_fds[1]);
-    if (std::freopen("/dev/null", "w", stdout) == nullptr)
+    if (!with_stdout && std::freopen("/dev/null", "w", stdout) == nullptr)
       _exit(125);
     std::vector<char*> argv;
     for (std::string& a : args)
@@ -62,19 +65,22 @@ int run_forked(std::vector<std::string> args, std::string& err) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
+  const bool with_stdout = argc == 3 && std::string(argv[1]) == "--stdout";
+  if (argc != 2 && !with_stdout) {
     std::fprintf(
-        stderr, "usage: oomguard_cli_forks OOMGUARD < CASES (one case's arguments a line)\n");
+        stderr,
+        "usage: oomguard_cli_forks [--stdout] OOMGUARD < CASES (one case's arguments a line)\n");
     return 2;
   }
+  const char* cli = argv[argc - 1];
   std::string line;
   while (std::getline(std::cin, line)) {
-    std::vector<std::string> args{argv[1]};
+    std::vector<std::string> args{cli};
     std::istringstream words(line);
     for (std::string word; words >> word;)
       args.push_back(word);
     std::string err;
-    const int rc = run_forked(args, err);
+    const int rc = run_forked(args, with_stdout, err);
     std::string escaped;
     for (const char c : err)
       escaped += c == '\n' ? std::string("\\n") : std::string(1, c);

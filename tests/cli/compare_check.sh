@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# compare_check.sh OOMGUARD LAYER_TESTS: `oomguard compare` on real outputs.
+# compare_check.sh OOMGUARD LAYER_TESTS CLI_FORKS: `oomguard compare` on real outputs, each
+# compare run by CLI_FORKS (tests/cli/cli_forks.cpp, the command line in a process forked per
+# call, LibTorch started once), the others by OOMGUARD.
 # - Two folders of GoogleTest layer reports, the head's evaluate keeping every batch's logits
 #   (tests/gtest/layer_test.cpp, OOMGUARD_LAYER_TEST_KEEP_LOGITS): exit 1 naming the test, the
 #   phase, the tag and the growth; a second run of the base: exit 0, "no change".
@@ -11,16 +13,22 @@
 set -euo pipefail
 cli=$1
 layer=$2
+forks=$3
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# expect CODE ARGS...: runs oomguard compare ARGS, which must exit CODE; its output is in $out.
+coproc FORKS { "$forks" --stdout "$cli"; }
+# expect CODE ARGS...: runs oomguard compare ARGS, which must exit CODE; its output (stdout and
+# stderr) is in $out.
 expect() {
-  local want=$1 rc=0
+  local want=$1 rc
   shift
-  out=$("$cli" compare "$@" 2>&1) || rc=$?
+  printf 'compare %s\n' "$*" >&"${FORKS[1]}"
+  IFS=$'\t' read -r rc out <&"${FORKS[0]}" || fail "compare $*: oomguard_cli_forks stopped"
+  out=${out//\\n/$'\n'}
+  while [[ "$out" == *$'\n' ]]; do out=${out%$'\n'}; done
   [ "$rc" = "$want" ] || fail "compare $*: exit $rc, expected $want: $out"
 }
 has() { [[ "$out" == *"$1"* ]] || fail "no \"$1\" in: $out"; }
