@@ -67,8 +67,10 @@ std::string refused_operator(const std::exception& error) {
       R"(Could not run '(aten::[A-Za-z0-9_.]+)' with arguments from the 'Meta' backend)");
   static const std::regex overrideable(R"(^([a-z0-9_]+_overrideable) not implemented)");
   static const std::regex data_dependent(R"((aten::[A-Za-z0-9_.]+)[^\n]*data-dependent)");
+  static const std::regex unsupported(
+      R"((aten::[A-Za-z0-9_.]+): [^\n]*not supported on the Meta device)");
   if (std::regex_search(what, m, no_kernel) || std::regex_search(what, m, no_backend) ||
-      std::regex_search(what, m, data_dependent))
+      std::regex_search(what, m, data_dependent) || std::regex_search(what, m, unsupported))
     return m[1];
   if (std::regex_search(what, m, overrideable))
     return "aten::" + std::string(m[1]);

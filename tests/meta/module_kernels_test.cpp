@@ -15,6 +15,7 @@
 #include <ATen/ops/_ctc_loss.h>
 #include <ATen/ops/_ctc_loss_backward.h>
 #include <ATen/ops/_embedding_bag.h>
+#include <ATen/ops/_embedding_bag_backward.h>
 #include <ATen/ops/_embedding_bag_dense_backward.h>
 #include <ATen/ops/_embedding_bag_forward_only.h>
 #include <ATen/ops/_embedding_bag_per_sample_weights_backward.h>
@@ -303,6 +304,34 @@ TEST_F(MetaModuleKernels, GroupNormAsOnTheCpu) {
             t[0], t[1], t[2], t[3], t[4], 4, 6, 25, 3, {true, true, true});
         return Tensors{dx, dw, db};
       });
+}
+
+// A case a kernel of oomguard's refuses is named as LibTorch's missing kernels are, so a run
+// ends saying which operator (exit 7): sparse gradients of an embedding bag.
+TEST_F(MetaModuleKernels, ASparseEmbeddingBagGradientIsRefusedByName) {
+  const at::Tensor weight = on_meta(at::randn({50, 8}));
+  const at::Tensor indices = on_meta(at::randint(50, {24}, at::kLong));
+  const at::Tensor offsets = on_meta(at::arange(0, 24, 4, at::kLong));
+  const auto [out, offset2bag, bag_size, max_indices] =
+      at::_embedding_bag(weight, indices, offsets, false, 0, /*sparse=*/true);
+  try {
+    at::_embedding_bag_backward(
+        on_meta(at::randn({6, 8})),
+        indices,
+        offsets,
+        offset2bag,
+        bag_size,
+        max_indices,
+        50,
+        false,
+        0,
+        /*sparse=*/true,
+        std::nullopt,
+        -1);
+    FAIL() << "a sparse gradient was made on Meta";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(refused_operator(e), "aten::_embedding_bag_backward") << e.what();
+  }
 }
 
 TEST_F(MetaModuleKernels, EmbeddingBagsAsOnTheCpu) {
