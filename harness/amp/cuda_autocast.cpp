@@ -344,6 +344,11 @@ bool cpu_convolution(const c10::OperatorHandle& op) {
 }
 
 void call_counting_outputs(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // The inputs (the casts among them) live until the outputs are counted, as a card's
+  // kernel writes its outputs while its inputs live.
+  const size_t count = op.schema().arguments().size();
+  const std::vector<c10::IValue> inputs(
+      stack->end() - static_cast<std::ptrdiff_t>(count), stack->end());
   {
     Uncounted uncounted;
     op.callBoxed(stack);

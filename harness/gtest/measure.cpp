@@ -299,7 +299,8 @@ void ready_device(memory::MeterStack& stack) {
 // are put in other orders in that recording and replayed through each target's model
 // (sim::search_step_orders: the first step keeps its place, what a step leaves for the next is
 // freed by the step now after it). The replay of the order run is the figure the model gave
-// the phase live, apart from the sdpa_attention rule's bytes, which replays leave out.
+// the phase live, apart from the sdpa_attention rule's bytes, which replays leave out, and the
+// CPU kernels' scratch that the cpu_scratch rule leaves out, which replays keep.
 // The orders of the phase just measured for target `target`, `recorded` the process so far
 // (null without OOMGUARD_ORDERS), `ran` the order its steps ran in.
 StepOrders search_orders(

@@ -99,7 +99,7 @@ while IFS=$'\t' read -r rc err; do
   want=${c%%|*}
   read -r -a args <<< "${c#*|}"
   err=${err//\\n/$'\n'}
-  err=${err%$'\n'}
+  while [[ "$err" == *$'\n' ]]; do err=${err%$'\n'}; done  # as $(...) strips them
   if [ "$i" -le 3 ]; then  # the executable itself answers as its forked cli_main did
     real=$("$cli" "${args[@]}" 2>&1 >/dev/null < /dev/null); real_rc=$?
     if [ "$real_rc" != "$rc" ] || [ "$real" != "$err" ]; then

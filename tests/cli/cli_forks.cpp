@@ -6,11 +6,16 @@
 // once, here, instead of once per case (about 0.5 s each): the checks of many bad inputs
 // (tests/cli/bad_inputs.sh) take a second instead of a minute. Each case is still a process of its
 // own, with the exit code and stderr that `oomguard` itself gives (entry.cpp calls cli_main and
-// nothing else); OOMGUARD is its argv[0], what `repeat` starts its runs from.
+// nothing else); OOMGUARD is its argv[0], what `repeat` starts its runs from. A case's stdin
+// is /dev/null. A case that starts the process again (harness/memory/start_again.cpp: execv of
+// /proc/self/exe) starts this executable, which, told so by OOMGUARD_CLI_FORKS_CASE, runs
+// cli_main on its arguments as oomguard would.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -42,6 +47,11 @@ int run_forked(std::vector<std::string> args, bool with_stdout, std::string& err
     close(pipe_fds[1]);
     if (!with_stdout && std::freopen("/dev/null", "w", stdout) == nullptr)
       _exit(125);
+    const int nothing = open("/dev/null", O_RDONLY);
+    if (nothing < 0 || dup2(nothing, STDIN_FILENO) < 0)
+      _exit(125);
+    close(nothing);
+    setenv("OOMGUARD_CLI_FORKS_CASE", "1", 1);
     std::vector<char*> argv;
     for (std::string& a : args)
       argv.push_back(a.data());
@@ -65,6 +75,8 @@ int run_forked(std::vector<std::string> args, bool with_stdout, std::string& err
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::getenv("OOMGUARD_CLI_FORKS_CASE") != nullptr)
+    return oomguard::cli::cli_main(argc, argv);  // a case that started itself again
   const bool with_stdout = argc == 3 && std::string(argv[1]) == "--stdout";
   if (argc != 2 && !with_stdout) {
     std::fprintf(

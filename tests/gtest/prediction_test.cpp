@@ -14,6 +14,7 @@
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/addmm.h>
+#include <ATen/ops/convolution.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
@@ -25,6 +26,7 @@
 #include <torch/optim/adam.h>
 #include <torch/version.h>
 
+#include <oomguard/amp/cuda_autocast.h>
 #include <oomguard/gtest.h>
 #include <oomguard/memory/alloc_site.h>
 #include <oomguard/memory/budgets.h>
@@ -261,6 +263,31 @@ TEST_F(Prediction, AConvolutionsCpuScratchIsLeftOut) {
       rules.begin(), rules.end(), [](const auto& r) { return r.name == "cpu_scratch"; });
   ASSERT_NE(rule, rules.end()) << "the cpu_scratch rule is not listed";
   EXPECT_TRUE(contains(rule->detail, "aten::convolution")) << rule->detail;
+}
+
+// Under CUDA autocast at fp16 a convolution called directly casts its input, weight and bias
+// and calls itself again: the casts are the card's, made inside the rule's operator, and in
+// the prediction beside the output; only the CPU kernel's scratch is left out.
+TEST_F(Prediction, TheCastsOfAutocastBeforeAConvolutionArePredicted) {
+  const at::Tensor x = at::randn({8, 32, 32, 32});
+  const at::Tensor w = at::randn({16, 32, 3, 3});
+  const at::Tensor b = at::randn({16});
+  const PhaseResult idle = measure("idle", [] {});
+  at::Tensor y;
+  const PhaseResult forward = measure("conv_fp16", [&] {
+    torch::NoGradGuard no_grad;
+    const amp::CudaAutocast autocast(at::kHalf);
+    y = at::convolution(x, w, b, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1);
+  });
+  ASSERT_FALSE(forward.predictions.empty());
+  ASSERT_EQ(y.scalar_type(), at::kHalf);
+  const auto blocks = [](int64_t bytes) { return (bytes + 511) / 512 * 512; };
+  const int64_t casts = blocks(x.numel() * 2) + blocks(w.numel() * 2) + blocks(b.numel() * 2);
+  EXPECT_EQ(
+      forward.predictions.front().peak_allocated_bytes -
+          idle.predictions.front().peak_allocated_bytes,
+      casts + blocks(y.nbytes()))
+      << "the fp16 copies of input, weight and bias and the output, as the card holds them";
 }
 
 // A backward that stops halfway through an attention call's nodes (a gradient for q alone)

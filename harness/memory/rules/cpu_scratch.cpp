@@ -5,7 +5,10 @@
 // is held back from every target; at its end, its outputs are fed (the card's kernel makes
 // them too, same sizes) and the rest is left out. Which operators: sim::is_cpu_scratch_operator.
 // What the card's kernel allocates in its place (cuDNN's workspace, which the card frees at
-// the kernel's end) is not modelled.
+// the kernel's end) is not modelled. Under the emulation of CUDA autocast, a listed operator
+// casts its inputs and calls itself again (harness/amp/cuda_autocast.cpp): the casts are the
+// card's allocations too, so what the window holds when that inner call begins is fed.
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <utility>
@@ -14,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/record_function.h>
 
+#include <oomguard/amp/cuda_autocast.h>
 #include <oomguard/memory/sizes.h>
 #include <oomguard/memory/tracking_allocator.h>
 #include "harness/memory/rules/gpu_rule.h"
@@ -28,6 +32,9 @@ struct ScratchWindow {
   std::string op;
   std::vector<std::pair<int64_t, int64_t>> live;  // held back and still live: id, bytes
   int64_t held_back = 0;                          // every byte held back, freed or not
+  bool casting = false;   // opened by a call the autocast emulation casts for and calls again
+  bool recalled = false;  // that call again has begun (the casts before it were fed)
+  bool holding = true;    // false once that call again has ended
 };
 thread_local ScratchWindow scratch_window;
 
@@ -77,6 +84,11 @@ class CpuScratchRule final : public GpuRule {
 
   void on_operator_start(const at::RecordFunction& fn) override {
     if (open()) {
+      if (scratch_window.casting && !amp::cuda_autocast_emulated()) {
+        feed_casts();  // the emulation's call again, after its casts
+        scratch_window.casting = false;
+        scratch_window.recalled = true;
+      }
       ++scratch_window.depth;
       return;
     }
@@ -86,39 +98,36 @@ class CpuScratchRule final : public GpuRule {
     scratch_window.rule = serial_;
     scratch_window.depth = 1;
     scratch_window.op = fn.name();
+    scratch_window.casting = amp::cuda_autocast_emulated();
   }
 
   void on_operator_end(const at::RecordFunction& fn, bool) override {
-    if (!open() || --scratch_window.depth > 0)
+    if (!open())
       return;
+    // The emulation's call again ends: its outputs are fed while its casts still live, and what
+    // the emulation allocates after it (the outputs it counts then) is the card's too.
+    if (--scratch_window.depth == 1 && scratch_window.recalled) {
+      feed_outputs(fn.outputs());
+      scratch_window.holding = false;
+    }
+    if (scratch_window.depth > 0)
+      return;
+    feed_outputs(fn.outputs());
     ScratchWindow call = std::move(scratch_window);
     scratch_window = ScratchWindow{};
-    int64_t fed = 0;
-    for (const int64_t id : output_storage_ids(fn.outputs())) {
-      for (auto it = call.live.begin(); it != call.live.end(); ++it) {
-        if (it->first != id)
-          continue;
-        for (size_t i = 0; i < models_.size(); ++i)
-          if (models_.target(i).cpu_scratch)
-            models_.serve(i, id, it->second);
-        fed += it->second;
-        call.live.erase(it);
-        break;
-      }
-    }
     ++figures_.calls;
-    figures_.left_out += call.held_back - fed;
+    figures_.left_out += call.held_back;
     figures_.last = std::move(call.op);
   }
 
   void hold_back(std::vector<bool>& held) override {
-    if (!open())
+    if (!holding())
       return;
     for (size_t i = 0; i < held.size(); ++i)
       held[i] = held[i] || models_.target(i).cpu_scratch;
   }
   void on_alloc(int64_t id, int64_t bytes) override {
-    if (!open())
+    if (!holding())
       return;
     scratch_window.live.emplace_back(id, bytes);
     scratch_window.held_back += bytes;
@@ -148,6 +157,34 @@ class CpuScratchRule final : public GpuRule {
 
  private:
   bool open() const { return scratch_window.rule == serial_ && scratch_window.depth > 0; }
+  bool holding() const { return open() && scratch_window.holding; }
+  // Feeds a live allocation the window holds back to the targets that apply the rule.
+  void feed(int64_t id, int64_t bytes) {
+    for (size_t i = 0; i < models_.size(); ++i)
+      if (models_.target(i).cpu_scratch)
+        models_.serve(i, id, bytes);
+    scratch_window.held_back -= bytes;
+  }
+  // Feeds what the window holds so far (the autocast emulation's casts) and holds it no more.
+  void feed_casts() {
+    for (const auto& [id, bytes] : scratch_window.live)
+      feed(id, bytes);
+    scratch_window.live.clear();
+  }
+  // Feeds the outputs among what the window holds: the card's kernel makes them too.
+  void feed_outputs(const std::vector<c10::IValue>& outputs) {
+    auto& live = scratch_window.live;
+    for (const int64_t id : output_storage_ids(outputs)) {
+      const auto it =
+          std::find_if(live.begin(), live.end(), [id](const std::pair<int64_t, int64_t>& a) {
+            return a.first == id;
+          });
+      if (it == live.end())
+        continue;
+      feed(it->first, it->second);
+      live.erase(it);
+    }
+  }
 
   RuleModels& models_;
   uint64_t serial_;

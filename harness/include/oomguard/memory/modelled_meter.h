@@ -7,7 +7,8 @@
 // interface (harness/memory/rules/): a cuBLAS workspace at the first GEMM of the forward and
 // at the first GEMM of the backward (sim::cublas_workspace); in and after scaled-dot-product
 // attention, what the card's kernel keeps instead of what the CPU's kept
-// (sim::cuda_attention). The allocations come from a TrackingAllocator: the CPU's, or the
+// (sim::cuda_attention); in a CPU convolution, LSTM or upsampling kernel, its outputs alone
+// (sim::is_cpu_scratch_operator). The allocations come from a TrackingAllocator: the CPU's, or the
 // Meta device's (TrackingAllocator::meta(), shapes alone).
 // Several cards and allocator settings can be predicted side by side from one run.
 #include <cstdint>
@@ -63,7 +64,8 @@ struct ModelFigures {
   int64_t largest_gap_bytes = 0;     // most reserved minus allocated as a request was served
   int64_t workspace_bytes = 0;       // the cuBLAS workspaces held now (cublas_workspace)
   // The rules applied and what they did in the phase: {"cublas_workspace", bytes held,
-  // "2 handles x ..."}, {"sdpa_attention", bytes kept for backward, "3 call(s): ..."}.
+  // "2 handles x ..."}, {"sdpa_attention", bytes kept for backward, "3 call(s): ..."},
+  // {"cpu_scratch", 0, "4 CPU kernel call(s) ...: left out ..."}.
   std::vector<sim::RuleEffect> rules;
   // The first refusal's message (LibTorch's words), or "". A target other than the first
   // that refused before this phase says "ran out of memory earlier: " and that message: the
