@@ -32,9 +32,9 @@ struct ScratchWindow {
   std::string op;
   std::vector<std::pair<int64_t, int64_t>> live;  // held back and still live: id, bytes
   int64_t held_back = 0;                          // every byte held back, freed or not
-  bool casting = false;   // opened by a call the autocast emulation casts for and calls again
-  bool recalled = false;  // that call again has begun (the casts before it were fed)
-  bool holding = true;    // false once that call again has ended
+  // Under the autocast emulation, where the call is: casting its inputs before it calls
+  // itself again, inside that call again (its casts fed), or past it (nothing held back).
+  enum class Stage { kPlain, kCasting, kRecalled, kPast } stage = Stage::kPlain;
 };
 thread_local ScratchWindow scratch_window;
 
@@ -84,10 +84,10 @@ class CpuScratchRule final : public GpuRule {
 
   void on_operator_start(const at::RecordFunction& fn) override {
     if (open()) {
-      if (scratch_window.casting && !amp::cuda_autocast_emulated()) {
+      if (scratch_window.stage == ScratchWindow::Stage::kCasting &&
+          !amp::cuda_autocast_emulated()) {
         feed_casts();  // the emulation's call again, after its casts
-        scratch_window.casting = false;
-        scratch_window.recalled = true;
+        scratch_window.stage = ScratchWindow::Stage::kRecalled;
       }
       ++scratch_window.depth;
       return;
@@ -98,7 +98,8 @@ class CpuScratchRule final : public GpuRule {
     scratch_window.rule = serial_;
     scratch_window.depth = 1;
     scratch_window.op = fn.name();
-    scratch_window.casting = amp::cuda_autocast_emulated();
+    if (amp::cuda_autocast_emulated())
+      scratch_window.stage = ScratchWindow::Stage::kCasting;
   }
 
   void on_operator_end(const at::RecordFunction& fn, bool) override {
@@ -106,9 +107,9 @@ class CpuScratchRule final : public GpuRule {
       return;
     // The emulation's call again ends: its outputs are fed while its casts still live, and what
     // the emulation allocates after it (the outputs it counts then) is the card's too.
-    if (--scratch_window.depth == 1 && scratch_window.recalled) {
+    if (--scratch_window.depth == 1 && scratch_window.stage == ScratchWindow::Stage::kRecalled) {
       feed_outputs(fn.outputs());
-      scratch_window.holding = false;
+      scratch_window.stage = ScratchWindow::Stage::kPast;
     }
     if (scratch_window.depth > 0)
       return;
@@ -157,7 +158,7 @@ class CpuScratchRule final : public GpuRule {
 
  private:
   bool open() const { return scratch_window.rule == serial_ && scratch_window.depth > 0; }
-  bool holding() const { return open() && scratch_window.holding; }
+  bool holding() const { return open() && scratch_window.stage != ScratchWindow::Stage::kPast; }
   // Feeds a live allocation the window holds back to the targets that apply the rule.
   void feed(int64_t id, int64_t bytes) {
     for (size_t i = 0; i < models_.size(); ++i)
