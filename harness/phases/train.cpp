@@ -26,25 +26,6 @@ std::optional<at::ScalarType> autocast_dtype(Precision precision) {
 
 }  // namespace
 
-const char* precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::kFp16Amp:
-      return "fp16-amp";
-    case Precision::kBf16Amp:
-      return "bf16-amp";
-    case Precision::kFp32:
-      break;
-  }
-  return "fp32";
-}
-
-std::optional<Precision> parse_precision(const std::string& name) {
-  for (const Precision p : {Precision::kFp32, Precision::kFp16Amp, Precision::kBf16Amp})
-    if (name == precision_name(p))
-      return p;
-  return std::nullopt;
-}
-
 TrainResult train(
     models::TinyGPT& model,
     torch::optim::AdamW& optimizer,
