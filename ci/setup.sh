@@ -65,6 +65,15 @@ esac
 DEPS=cpu
 [ "$CUDA" != OFF ] && [ -n "$nvcc" ] && DEPS=cuda
 
+# The checkers' venv installs beside LibTorch's: each pip spends most of its time on one core.
+tools_pid=""
+if [ "$SETUP" = all ]; then
+  mkdir -p "$CACHE"
+  tools_out=$(mktemp)
+  ci/install-tools.sh > "$tools_out" &
+  tools_pid=$!
+fi
+
 if [ ! -f "$VENV/.oomguard-torch-$DEPS" ]; then
   if [ ! -f "$VENV/.oomguard-torch" ]; then
     log "installing torch==$TORCH_VERSION into $VENV (the wheel alone, without its dependencies)"
@@ -89,8 +98,10 @@ fi
 log "LibTorch: torch $TORCH_VERSION in $VENV ($([ "$DEPS" = cuda ] &&
   echo "whole, CUDA toolkit $nvcc" || echo "CPU half: OOMGUARD_CUDA=$CUDA, toolkit ${nvcc:-none}"))"
 
-if [ "$SETUP" = all ]; then
-  tools=$(ci/install-tools.sh)
+if [ -n "$tools_pid" ]; then
+  wait "$tools_pid" || die "installing the checkers failed (ci/install-tools.sh, above)"
+  tools=$(cat "$tools_out")
+  rm -f "$tools_out"
   log "checkers (check-jsonschema, actionlint, junitparser, lizard, ...) in $tools"
 fi
 
