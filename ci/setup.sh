@@ -11,6 +11,9 @@
 #   OOMGUARD_TORCH_VERSION  another torch from PyPI than the pinned one (its own venv and
 #                           build folder, build/<preset>-torch-<version>)
 #   OOMGUARD_CACHE          where venvs and ccache live (default ~/.cache/oomguard)
+#   OOMGUARD_SLOW=1         (the README's test command) PyTorch's own Python runs in the slow
+#                           checks, and it loads the wheel's CUDA half: every requirement of the
+#                           wheel is installed, toolkit or not (3 GB more), beside the build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -98,6 +101,19 @@ fi
 log "LibTorch: torch $TORCH_VERSION in $VENV ($([ "$DEPS" = cuda ] &&
   echo "whole, CUDA toolkit $nvcc" || echo "CPU half: OOMGUARD_CUDA=$CUDA, toolkit ${nvcc:-none}"))"
 
+# The slow checks import torch's Python (amp.recorded_reference_is_pytorchs: FakeTensorMode
+# and MemTracker), which loads every NVIDIA library of the wheel: installed during the build,
+# the build itself needing none of them.
+python_pid=""
+if [ "${OOMGUARD_SLOW:-0}" = 1 ] && [ ! -f "$VENV/.oomguard-torch-cuda" ]; then
+  listed=$("$VENV/bin/python" ci/torch_deps.py cuda)
+  mapfile -t deps <<< "$listed"
+  log "installing, beside the build, what torch's Python needs (OOMGUARD_SLOW=1): ${deps[*]}"
+  "$VENV/bin/pip" install -q --no-cache-dir --no-warn-conflicts "${deps[@]}" &&
+    touch "$VENV/.oomguard-torch-cuda" &
+  python_pid=$!
+fi
+
 if [ -n "$tools_pid" ]; then
   wait "$tools_pid" || die "installing the checkers failed (ci/install-tools.sh, above)"
   tools=$(cat "$tools_out")
@@ -121,5 +137,9 @@ if [ "$BUILD_DIR" = "build/$PRESET" ]; then
   cmake --build --preset "$PRESET" -j "$(nproc)" "${targets[@]}"
 else
   cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"
+fi
+if [ -n "$python_pid" ]; then
+  wait "$python_pid" || die "installing what torch's Python needs failed (pip, above)"
+  log "torch's Python imports: the wheel's requirements are in $VENV"
 fi
 log "done"

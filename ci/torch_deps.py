@@ -3,8 +3,9 @@ needs (run by the venv's python after `pip install --no-deps torch`; reads the w
 metadata, imports nothing of torch):
   cpu   the NVIDIA libraries libtorch_cpu loads: the CUDA runtime (libcudart) and CUPTI
         (libcupti, for its profiler); nothing else of the wheel's CUDA is loaded by a CPU
-        program, and torch's Python package is not imported by oomguard's build or tests
-  cuda  every requirement but triton (Python kernels, never loaded by LibTorch)
+        program, and oomguard's build and default tests never import torch's Python package
+  cuda  every requirement but triton (Python kernels, never loaded by LibTorch): the whole
+        wheel, which torch's Python needs too (the slow checks import it, OOMGUARD_SLOW=1)
 """
 import importlib.metadata
 import re
