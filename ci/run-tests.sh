@@ -3,8 +3,9 @@
 # whole ctest suite (preset cpu; arguments go to that ctest: CUDA tests show as skipped
 # without a device), then builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer
 # (preset asan) and runs them: any report fails the run. OOMGUARD_ASAN=0 skips the sanitizer stage.
-# The tests that are slow by nature (consumer projects built, proofs over many seeds or sizes;
-# tests/support/slow.sh) run here: OOMGUARD_SLOW=0 leaves them out, as a plain `ctest` does.
+# The tests that are slow by nature (consumer projects built, proofs over many seeds or sizes,
+# PyTorch's own Python, whose NVIDIA libraries set-up then installs; tests/support/slow.sh) run
+# here: OOMGUARD_SLOW=0 leaves them out, as a plain `ctest` does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OOMGUARD_SLOW=${OOMGUARD_SLOW:-1}
