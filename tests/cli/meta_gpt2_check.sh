@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # meta_gpt2_check.sh OOMGUARD: a GPT-2-small-sized TinyGPT (d_model 768, 12 layers, 12 heads,
-# sequence 512, batch 8, no checkpointing; 2 train steps, 1 evaluation batch, 8 new tokens)
-# predicted for a T4 on the Meta device and on the CPU path (--allocator-model cuda) gives the
-# same prediction per phase, within gpu-sanity's tolerances (1% + 1 MiB), the same outcome and
-# retries (same_prediction.py). The CPU run takes about 45 s and 5.5 GB here; BM_MetaRun
-# measures the time and memory of both.
+# sequence 512, no checkpointing; 2 train steps, 1 evaluation batch, 8 new tokens) predicted for
+# a T4 on the Meta device and on the CPU path (--allocator-model cuda) gives the same prediction
+# per phase, within gpu-sanity's tolerances (1% + 1 MiB), the same outcome and retries
+# (same_prediction.py). Two samples a batch: the fewest with which the model's own tensors still
+# reach each of the caching allocator's size classes: a layer's activations (3 MiB) share
+# 20 MiB segments, its MLP's (12 MiB) and the attention scores (24 MiB) take segments of their
+# own, and generation's per-token tensors are small blocks. The CPU path's run then took 31 s
+# and 2.8 GB here, against 81 s and 5.7 GB at batch 8 (which ci/run-bench.sh's BM_MetaRun
+# times).
 set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,7 +16,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 gpt2=(--card t4 --set run.threads=2 --disable-guard grad_checkpoint
       --set model.d_model=768 --set model.layers=12 --set model.heads=12
-      --set data.max_length=512 --set train.steps=2 --set evaluate.batches=1
+      --set data.max_length=512 --set data.batch_size=2 --set train.steps=2 --set evaluate.batches=1
       --set generate.max_new_tokens=8)
 for device in meta cpu; do
   extra=()
