@@ -6,8 +6,8 @@
 # (same_prediction.py). Two samples a batch: the fewest with which the model's own tensors still
 # reach each of the caching allocator's size classes: a layer's activations (3 MiB) share
 # 20 MiB segments, its MLP's (12 MiB) and the attention scores (24 MiB) take segments of their
-# own, and generation's per-token tensors are small blocks. The CPU path's run then took 31 s
-# and 2.8 GB here, against 81 s and 5.7 GB at batch 8 (which ci/run-bench.sh's BM_MetaRun
+# own, and generation's per-token tensors are small blocks. The CPU path's run then took 11 s
+# and 2.8 GB here, against 50 s and 5.7 GB at batch 8 (which ci/run-bench.sh's BM_MetaRun
 # times).
 set -euo pipefail
 cli=$1
