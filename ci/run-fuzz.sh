@@ -19,12 +19,6 @@ for t in "${TARGETS[@]}"; do
   esac
 done
 
-command -v clang++ >/dev/null && dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null |
-  grep -q "ok installed" || {
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
-}
 OOMGUARD_PRESET=fuzz ci/setup.sh
 
 status=0

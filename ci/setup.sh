@@ -29,21 +29,33 @@ SETUP=${OOMGUARD_SETUP:-all}
 APT_PACKAGES=(cmake ninja-build ccache g++ python3-venv libgtest-dev libspdlog-dev
   nlohmann-json3-dev libcli11-dev)
 [ "$SETUP" = smoke ] || APT_PACKAGES+=(libbenchmark-dev shellcheck librsvg2-bin)
+# The sanitizer presets build with clang: at -O0 under ASan + UBSan it compiles the Torch code
+# in under half GCC's time (ci/README.md). Its runtimes: libclang-rt of its version, below.
+SANITIZER_PRESET=0
+case "$PRESET" in asan|fuzz) SANITIZER_PRESET=1; APT_PACKAGES+=(clang) ;; esac
 
 log() { echo "[setup $(date +%H:%M:%S)] $*"; }
 die() { echo "setup: $*" >&2; exit 2; }
 case "$SETUP" in all|smoke) ;; *) die "OOMGUARD_SETUP is '$SETUP': give all or smoke" ;; esac
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+apt_install() {  # PACKAGE...: those not installed yet
+  local missing=() p sudo=""
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
   log "installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+}
+apt_install "${APT_PACKAGES[@]}"
+if [ "$SANITIZER_PRESET" = 1 ]; then
+  # Debian 12 and Ubuntu 24.04 ship clang's sanitizer runtimes apart (libclang-rt-N-dev);
+  # older releases have them in a package clang already depends on.
+  clang_rt=libclang-rt-$(clang++ -dumpversion | cut -d. -f1)-dev
+  if apt-cache show "$clang_rt" > /dev/null 2>&1; then apt_install "$clang_rt"; fi
 fi
 
 # The CUDA toolkit decides which half of the wheel is linked: its CPU half needs two small
